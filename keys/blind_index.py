@@ -1,0 +1,45 @@
+"""Blind indexes: the store finds an owner's or a turn's rows by HMAC tags, never by the names themselves."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from keys.aead import KEY_SIZE
+from keys.envelope import encode_fields
+from keys.errors import IntegrityError
+
+TAG_SIZE = 32
+
+
+class IndexKey:
+    """The vault-wide HMAC-SHA256 key for owner and turn tags (held in the keyring, cached here)."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: bytes) -> None:
+        if len(raw) != KEY_SIZE:
+            raise IntegrityError("index key has the wrong length")
+        self._raw = bytes(raw)
+
+    def owner_tag(self, user_id: str) -> bytes:
+        """Tag of an owner: equal user ids (compared exactly, no normalisation) give equal tags."""
+        return self._mac(encode_fields(b"scratchvault/owner-tag/v1", user_id.encode()))
+
+    def turn_tag(self, owner_tag: bytes, turn_id: str) -> bytes:
+        """Tag of a turn within one owner: two owners' turns with the same name never share a tag."""
+        return self._mac(encode_fields(b"scratchvault/turn-tag/v1", owner_tag, turn_id.encode()))
+
+    def _mac(self, message: bytes) -> bytes:
+        return hmac.new(self._raw, message, hashlib.sha256).digest()
+
+    def __repr__(self) -> str:
+        return "<IndexKey>"
+
+    def __reduce__(self) -> object:
+        raise TypeError("key material cannot be pickled")
+
+
+def tags_equal(left: bytes, right: bytes) -> bool:
+    """Constant-time comparison of two tags."""
+    return hmac.compare_digest(left, right)

@@ -1,0 +1,59 @@
+"""A small bounded, expiring cache for keys fetched from the keyring (a round trip costs ~10-20 ms)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
+
+
+class KeyCache(Generic[V]):
+    """LRU with a lifetime: at most ``max_entries`` keys, none older than ``ttl_seconds`` (monotonic clock)."""
+
+    def __init__(self, max_entries: int, ttl_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._entries: OrderedDict[Hashable, tuple[float, V]] = OrderedDict()
+        self._max_entries = max_entries
+        self._ttl = ttl_seconds
+        self._clock = clock
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> V | None:
+        """The cached value, or None if absent or older than the lifetime."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            stored_at, value = entry
+            if self._clock() - stored_at >= self._ttl:
+                del self._entries[key]
+                return None
+            self._entries.move_to_end(key)
+            return value
+
+    def put(self, key: Hashable, value: V) -> None:
+        """Cache ``value``, evicting the least recently used entry when full."""
+        if self._ttl <= 0 or self._max_entries <= 0:
+            return
+        with self._lock:
+            self._entries[key] = (self._clock(), value)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._max_entries:
+                self._entries.popitem(last=False)
+
+    def invalidate(self, key: Hashable) -> None:
+        """Forget one entry (after a rotation or shred in this process)."""
+        with self._lock:
+            self._entries.pop(key, None)
+
+    def clear(self) -> None:
+        """Forget everything (on close)."""
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)

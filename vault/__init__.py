@@ -1,0 +1,31 @@
+"""scratchvault: an encrypted-at-rest, ownership-checked store for large agent tool outputs."""
+
+from vault.api import Vault
+from vault.errors import (
+    IntegrityError,
+    InvalidArgument,
+    KeyUnavailable,
+    NotFound,
+    StorageError,
+    UnsafeStorage,
+    VaultError,
+)
+from vault.model import Principal, ReadResult, Record, Representation
+from vault.tool import SCRATCHPAD_READ_TOOL, tool_declaration
+
+__all__ = [
+    "SCRATCHPAD_READ_TOOL",
+    "IntegrityError",
+    "InvalidArgument",
+    "KeyUnavailable",
+    "NotFound",
+    "Principal",
+    "ReadResult",
+    "Record",
+    "Representation",
+    "StorageError",
+    "UnsafeStorage",
+    "Vault",
+    "VaultError",
+    "tool_declaration",
+]

@@ -1,0 +1,398 @@
+"""The Vault: the public API, and the one place that orders the access path.
+
+Every read-side method goes through :meth:`Vault._open_row`: look the row up by id -> compare its owner tag
+with the caller's (constant time) and check expiry -> on any failure raise the one NotFound -> only then
+fetch the owner's key, unwrap the data key and open the metadata. Nothing is decrypted before the check.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from keyring.backend import KeyringBackend
+
+from keys import DataKey, KeyManager, KeyringStore, OwnerKeyset, resolve_backend, tags_equal
+from keys.aead import random_bytes
+from keys.envelope import RowContext, chunk_aad, context_digest, meta_aad, summary_aad, wrap_aad
+from keys.errors import IntegrityError, InvalidArgument, KeyUnavailable, NotFound
+from vault import paths
+from vault.inputs import (
+    ROW_ID_BYTES,
+    check_identifier,
+    check_int,
+    check_positive_setting,
+    check_read_args,
+    check_step,
+    check_ttl,
+    parse_row_id,
+)
+from vault.model import Principal, ReadResult, Record, Representation
+from vault.rowformat import Metadata, binary_pieces, chunked, classify, encode_json, text_pieces
+from vault.slices import chunk_span, plan
+from vault.store import RowHeader, SqliteStore
+from vault.summaries import SummaryBuilder, decode_summary, encode_summary
+
+log = logging.getLogger("scratchvault")
+DEFAULT_MAX_TTL = 30 * 24 * 3600.0
+DEFAULT_KEY_CACHE_SECONDS = 300.0
+DEFAULT_KEY_CACHE_SIZE = 1024
+MAX_READ_LIMIT = 10_000_000
+_OPEN_ROW = tuple[RowHeader, DataKey, Metadata, RowContext]
+
+
+class Vault:
+    """An encrypted, ownership-checked store of observations in one SQLite file, keys in the OS keyring."""
+
+    def __init__(self, store: SqliteStore, keys: KeyManager, *, clock: Callable[[], float], max_read: int,
+                 max_ttl_seconds: float) -> None:
+        self._store = store
+        self._keys = keys
+        self._clock = clock
+        self.max_read = max_read
+        self.max_ttl_seconds = max_ttl_seconds
+        self._counters = dict.fromkeys(("puts", "reads", "denied", "integrity_failures"), 0)
+        self._counter_lock = threading.Lock()
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path | None = None,
+        *,
+        keyring_backend: KeyringBackend | None = None,
+        clock: Callable[[], float] = time.time,
+        max_read: int = 16000,
+        max_ttl_seconds: float = DEFAULT_MAX_TTL,
+        key_cache_seconds: float = DEFAULT_KEY_CACHE_SECONDS,
+        key_cache_size: int = DEFAULT_KEY_CACHE_SIZE,
+    ) -> Vault:
+        """Open (or create) a vault; refuses unsafe paths and unacceptable keyrings before writing anything."""
+        check_int(max_read, "max_read", 1, MAX_READ_LIMIT)
+        check_positive_setting(max_ttl_seconds, "max_ttl_seconds")
+        check_positive_setting(key_cache_seconds, "key_cache_seconds")
+        check_int(key_cache_size, "key_cache_size", 1, 1_000_000)
+        if not callable(clock):
+            raise InvalidArgument("clock must be a callable returning seconds")
+        keyring_store = KeyringStore(resolve_backend(keyring_backend))
+        store = SqliteStore(paths.prepare(path))
+        try:
+            vault_id = _vault_id(store, keyring_store, key_cache_seconds, key_cache_size)
+            keys = KeyManager(keyring_store, vault_id, cache_ttl=key_cache_seconds, cache_size=key_cache_size)
+            keys.index_key()  # fail now, not on first use, when this vault's index key is missing
+        except BaseException:
+            store.close()
+            raise
+        return cls(store, keys, clock=clock, max_read=max_read, max_ttl_seconds=float(max_ttl_seconds))
+
+    # -- writing ---------------------------------------------------------------------------------------
+    def put(self, principal: Principal, turn_id: str, step_num: int, executor_name: str, observation: Any,
+            ttl_seconds: float = 3600) -> Representation:
+        """Encrypt and store an observation (str, bytes-like, JSON dict/list, or a readable file object)."""
+        _check_principal(principal)
+        check_identifier(turn_id, "turn_id")
+        check_step(step_num)
+        check_identifier(executor_name, "executor_name")
+        ttl = check_ttl(ttl_seconds, self.max_ttl_seconds)
+        kind = classify(observation)
+        json_text = encode_json(observation) if kind == "json" else None
+        created_at = self._now()
+        expires_at = created_at + ttl
+
+        user_id = principal.user_id
+        index = self._keys.index_key()
+        owner_tag = index.owner_tag(user_id)
+        turn_tag = index.turn_tag(owner_tag, turn_id)
+        keyset = self._keyset_for_write(user_id, owner_tag)
+        row_id = random_bytes(ROW_ID_BYTES)
+        context = RowContext(self._keys.vault_id, row_id)
+        data_key = self._keys.new_data_key()
+        digest = context_digest(user_id, turn_id, step_num, executor_name, kind)
+        content_aad = chunk_aad(context, digest)
+        pieces = binary_pieces(observation) if kind == "binary" else text_pieces(json_text or observation)
+        summary = SummaryBuilder(kind, observation if kind == "json" else None)
+
+        with self._store.transaction() as tx:
+            seq = self._store.next_seq(tx)
+            chunk_units: list[int] = []
+            size_bytes = 0
+            for index_in_row, chunk in enumerate(chunked(pieces, text=kind != "binary")):
+                sealed = data_key.seal_chunk(index_in_row, chunk.last, chunk.data, content_aad)
+                self._store.insert_chunk(tx, seq, index_in_row, sealed)
+                summary.feed(chunk)
+                chunk_units.append(chunk.units)
+                size_bytes += len(chunk.data)
+            summary_text, retained = summary.finish()
+            metadata = Metadata(
+                user_id=user_id, actor=principal.actor, channel=principal.channel, turn_id=turn_id,
+                step_num=step_num, executor_name=executor_name, content_kind=kind, size_bytes=size_bytes,
+                size_units=sum(chunk_units), chunk_units=tuple(chunk_units), created_at=created_at,
+                expires_at=expires_at,
+            )
+            header = RowHeader(
+                seq=seq, row_id=row_id, owner_tag=owner_tag, turn_tag=turn_tag, key_version=keyset.primary,
+                expires_at=expires_at, size_bytes=size_bytes,
+                wrapped_key=keyset.wrap(data_key, wrap_aad(context, user_id, keyset.primary)),
+                metadata=data_key.seal_metadata(
+                    metadata.encode(), meta_aad(context, owner_tag, turn_tag, expires_at, size_bytes)),
+            )
+            sealed_summary = data_key.seal_summary(encode_summary(summary_text, retained),
+                                                   summary_aad(context, digest))
+            self._store.insert_row(tx, header, sealed_summary)
+        self._count("puts")
+        return _representation(row_id, metadata, summary_text, retained)
+
+    def delete(self, principal: Principal, id: str) -> None:
+        """Delete one of the caller's rows (NotFound for anything else); nothing readable stays behind."""
+        header, _, _, _ = self._open_row(principal, id)
+        self._store.delete_row(header.seq)
+
+    def gc(self, now: float | None = None) -> int:
+        """Delete every row expired at ``now`` (default: the clock); returns how many were removed."""
+        moment = self._now() if now is None else _check_time(now)
+        return self._store.delete_expired(moment)
+
+    # -- reading ---------------------------------------------------------------------------------------
+    def get(self, principal: Principal, id: str) -> Record:
+        """The complete row, content decrypted (for the engine; a model reads through ``read``)."""
+        header, data_key, metadata, context = self._open_row(principal, id)
+        digest = _digest(metadata)
+        raw = self._content(header, data_key, metadata, context, digest, 0, len(metadata.chunk_units) - 1)
+        summary_text, retained = self._summary(header, data_key, context, digest)
+        if metadata.content_kind == "binary":
+            content: Any = raw
+        else:
+            text = raw.decode("utf-8", "replace")
+            content = json.loads(text) if metadata.content_kind == "json" else text
+        self._count("reads")
+        return Record(
+            id=header.row_id.hex(), owner=Principal(metadata.user_id, metadata.actor, metadata.channel),
+            turn_id=metadata.turn_id, step_num=metadata.step_num, executor_name=metadata.executor_name,
+            content_kind=metadata.content_kind, content=content, size_bytes=metadata.size_bytes,
+            summary=summary_text, retained=retained, created_at=metadata.created_at,
+            expires_at=metadata.expires_at, key_version=header.key_version,
+        )
+
+    def read(self, principal: Principal, id: str, mode: str = "head", n: int = 2000, start: int | None = None,
+             end: int | None = None) -> ReadResult:
+        """A slice of a row, at most ``max_read`` units, decrypting only the chunks that hold it."""
+        mode, n, start, end = check_read_args(mode, n, start, end)
+        header, data_key, metadata, context = self._open_row(principal, id)
+        wanted = plan(mode, n, start, end, metadata.size_units, self.max_read)
+        content = ""
+        if wanted.end > wanted.start:
+            first, last, offset = chunk_span(metadata.chunk_units, wanted.start, wanted.end)
+            raw = self._content(header, data_key, metadata, context, _digest(metadata), first, last)
+            if metadata.content_kind == "binary":
+                content = base64.b64encode(raw[wanted.start - offset:wanted.end - offset]).decode()
+            else:
+                content = raw.decode("utf-8", "replace")[wanted.start - offset:wanted.end - offset]
+        self._count("reads")
+        return ReadResult(
+            id=header.row_id.hex(), content=content, content_kind=metadata.content_kind, mode=mode,
+            full_size=metadata.size_units, returned_size=wanted.end - wanted.start, truncated=wanted.truncated,
+            start=wanted.start, end=wanted.end,
+        )
+
+    def list_for_turn(self, principal: Principal, turn_id: str) -> list[Representation]:
+        """Representations of the caller's unexpired rows in a turn, by step number; summaries only."""
+        _check_principal(principal)
+        check_identifier(turn_id, "turn_id")
+        user_id = principal.user_id
+        index = self._keys.index_key()
+        owner_tag = index.owner_tag(user_id)
+        headers = self._store.list_turn(owner_tag, index.turn_tag(owner_tag, turn_id), self._now())
+        found = []
+        for header in headers:
+            data_key, metadata, context = self._unseal(user_id, header)
+            summary_text, retained = self._summary(header, data_key, context, _digest(metadata))
+            found.append(_representation(header.row_id, metadata, summary_text, retained))
+        return sorted(found, key=lambda rep: (rep.step_num, rep.created_at))
+
+    def stats(self) -> dict[str, Any]:
+        """Counts of rows and bytes stored, expired-but-uncollected rows, and this process's counters."""
+        with self._counter_lock:
+            counters = dict(self._counters)
+        return {**self._store.stats(self._now()), "counters": counters, "keyring_backend": self._keys.backend_name}
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the database and forget every cached key."""
+        self._keys.close()
+        self._store.close()
+
+    def __enter__(self) -> Vault:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Vault backend={self._keys.backend_name}>"
+
+    # -- the access path -------------------------------------------------------------------------------
+    def _open_row(self, principal: Principal, id: str) -> _OPEN_ROW:
+        """Look up -> check owner and expiry (NotFound) -> only then fetch the key and decrypt."""
+        _check_principal(principal)
+        row_id = parse_row_id(id)
+        header = self._store.find_row(row_id) if row_id is not None else None
+        owner_tag = self._keys.index_key().owner_tag(principal.user_id)
+        if header is None or not tags_equal(header.owner_tag, owner_tag) or header.expires_at <= self._now():
+            self._count("denied")
+            log.info("scratchvault: access denied or no such row")
+            raise NotFound()
+        data_key, metadata, context = self._unseal(principal.user_id, header)
+        return header, data_key, metadata, context
+
+    def _unseal(self, user_id: str, header: RowHeader) -> tuple[DataKey, Metadata, RowContext]:
+        """Unwrap the data key and open the metadata of a row whose ownership was already checked."""
+        context = RowContext(self._keys.vault_id, header.row_id)
+        keyset = self._keyset_for_read(user_id, header)
+        try:
+            data_key = keyset.unwrap(header.key_version, header.wrapped_key,
+                                     wrap_aad(context, user_id, header.key_version))
+            metadata = Metadata.decode(data_key.open_metadata(
+                header.metadata,
+                meta_aad(context, header.owner_tag, header.turn_tag, header.expires_at, header.size_bytes)))
+            if (metadata.user_id != user_id or metadata.expires_at != header.expires_at
+                    or metadata.size_bytes != header.size_bytes):
+                raise IntegrityError("row metadata does not match the stored row")
+        except IntegrityError:
+            self._integrity_failure(header)
+            raise
+        return data_key, metadata, context
+
+    def _content(self, header: RowHeader, data_key: DataKey, metadata: Metadata, context: RowContext,
+                 digest: bytes, first: int, last: int) -> bytes:
+        """Open chunks first..last; a missing, extra or altered chunk is an IntegrityError."""
+        aad = chunk_aad(context, digest)
+        final = len(metadata.chunk_units) - 1
+        sealed = self._store.read_chunks(header.seq, first, last)
+        try:
+            if [index for index, _ in sealed] != list(range(first, last + 1)):
+                raise IntegrityError("a content chunk is missing")
+            parts = [data_key.open_chunk(index, index == final, blob, aad) for index, blob in sealed]
+            for index, part in zip(range(first, last + 1), parts, strict=True):
+                if metadata.content_kind == "binary" and len(part) != metadata.chunk_units[index]:
+                    raise IntegrityError("a content chunk has the wrong size")
+        except IntegrityError:
+            self._integrity_failure(header)
+            raise
+        return b"".join(parts)
+
+    def _summary(self, header: RowHeader, data_key: DataKey, context: RowContext,
+                 digest: bytes) -> tuple[str, dict[str, Any]]:
+        sealed = self._store.read_summary(header.seq)
+        try:
+            if sealed is None:
+                raise IntegrityError("a row's summary is missing")
+            return decode_summary(data_key.open_summary(sealed, summary_aad(context, digest)))
+        except IntegrityError:
+            self._integrity_failure(header)
+            raise
+
+    # -- owner keys ------------------------------------------------------------------------------------
+    def _keyset_for_read(self, user_id: str, header: RowHeader) -> OwnerKeyset:
+        keyset = self._checked_keyset(user_id, header.owner_tag)
+        if keyset is not None and header.key_version not in keyset.versions:
+            keyset = self._checked_keyset(user_id, header.owner_tag, refresh=True)  # rotated elsewhere?
+        if keyset is None:
+            raise KeyUnavailable(
+                "the OS keyring holds no keys for this owner although the vault holds rows for them "
+                "(wrong keyring, or the entry was deleted); restore the keyring from backup. A new key is "
+                "never generated over existing rows"
+            )
+        return keyset
+
+    def _keyset_for_write(self, user_id: str, owner_tag: bytes) -> OwnerKeyset:
+        keyset = self._checked_keyset(user_id, owner_tag)
+        if keyset is not None:
+            return keyset
+        with self._store.transaction() as tx:  # the write lock serialises first-key creation across processes
+            keyset = self._checked_keyset(user_id, owner_tag, refresh=True)
+            if keyset is None:
+                if self._store.owner_has_rows(owner_tag) or self._store.key_checks(owner_tag):
+                    raise KeyUnavailable(
+                        "the OS keyring holds no keys for an owner this vault already knows; restore the "
+                        "keyring from backup (a new key would orphan that owner's rows)"
+                    )
+                keyset = self._keys.create_owner_keyset(user_id)
+            self._store.add_key_check(tx, owner_tag, keyset.primary, self._keys.key_check(keyset, keyset.primary))
+        return keyset
+
+    def _checked_keyset(self, user_id: str, owner_tag: bytes, refresh: bool = False) -> OwnerKeyset | None:
+        """The owner's keyset, its versions checked against the commitments recorded in the database."""
+        keyset = self._keys.owner_keyset(user_id, refresh=refresh)
+        if keyset is None:
+            return None
+        stored = self._store.key_checks(owner_tag)
+        for version in keyset.versions:
+            expected = stored.get(version)
+            if expected is not None and not tags_equal(expected, self._keys.key_check(keyset, version)):
+                self._keys.forget(user_id)
+                raise KeyUnavailable(
+                    "the OS keyring returned a different key for this owner than the one this vault recorded "
+                    "(the keyring entry was replaced); restore it from the keyring backup"
+                )
+        return keyset
+
+    # -- small helpers ---------------------------------------------------------------------------------
+    def _now(self) -> float:
+        return _check_time(self._clock())
+
+    def _count(self, name: str) -> None:
+        with self._counter_lock:
+            self._counters[name] += 1
+
+    def _integrity_failure(self, header: RowHeader) -> None:
+        """Count and log; never delete (a wrong key must not look like an expired row)."""
+        self._count("integrity_failures")
+        log.warning("scratchvault: integrity failure on row %s (nothing was deleted)", header.row_id.hex())
+
+
+def _vault_id(store: SqliteStore, keyring: KeyringStore, cache_seconds: float, cache_size: int) -> bytes:
+    """This database's vault id; a new database gets one, and its index key, atomically."""
+    existing = store.get_meta("vault_id")
+    if existing is not None:
+        return existing
+    with store.transaction() as tx:
+        existing = store.get_meta("vault_id")
+        if existing is not None:
+            return existing
+        vault_id = random_bytes(16)
+        KeyManager(keyring, vault_id, cache_ttl=cache_seconds, cache_size=cache_size).create_index_key()
+        store.put_meta(tx, "vault_id", vault_id)
+    return vault_id
+
+
+def _check_principal(principal: object) -> None:
+    if not isinstance(principal, Principal):
+        raise InvalidArgument(f"principal must be a Principal, not {type(principal).__name__}")
+
+
+def _check_time(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or abs(value) == float("inf"):
+        raise InvalidArgument("time must be a finite number of seconds")
+    return float(value)
+
+
+def _digest(metadata: Metadata) -> bytes:
+    return context_digest(metadata.user_id, metadata.turn_id, metadata.step_num, metadata.executor_name,
+                          metadata.content_kind)
+
+
+def _representation(row_id: bytes, metadata: Metadata, summary: str, retained: dict[str, Any]) -> Representation:
+    row = row_id.hex()
+    unit = "bytes" if metadata.content_kind == "binary" else "chars"
+    hint = (f'Call scratchpad_read with {{"id": "{row}", "mode": "head", "n": 2000}} (or "tail", or "range" '
+            f'with start/end) to read a slice; the full content is {metadata.size_units:,} {unit}.')
+    return Representation(
+        id=row, content_kind=metadata.content_kind, size_bytes=metadata.size_bytes, summary=summary,
+        ref_hint=hint, step_num=metadata.step_num, executor_name=metadata.executor_name,
+        created_at=metadata.created_at, expires_at=metadata.expires_at, retained=retained,
+    )

@@ -1,0 +1,121 @@
+"""The public value types: who asks (Principal) and what comes back (Representation, Record, ReadResult).
+
+Their reprs name ids, kinds and sizes only: never content, summaries or owner names, so a stray log line or
+traceback cannot leak what the vault protects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from vault.inputs import check_identifier, check_optional_identifier
+
+ContentKind = str  # "text" | "binary" | "json"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The user a call acts for, supplied by the runtime (never by the model). Ownership is by ``user_id``."""
+
+    user_id: str
+    actor: str | None = None
+    channel: str | None = None
+
+    def __post_init__(self) -> None:
+        check_identifier(self.user_id, "user_id")
+        check_optional_identifier(self.actor, "actor")
+        check_optional_identifier(self.channel, "channel")
+
+    def __repr__(self) -> str:
+        return "Principal(<redacted>)"
+
+
+@dataclass(frozen=True, slots=True)
+class Representation:
+    """What a model may see of a stored observation: id, kind, size, summary, hint and a few scalars."""
+
+    id: str
+    content_kind: ContentKind
+    size_bytes: int
+    summary: str
+    ref_hint: str
+    step_num: int
+    executor_name: str
+    created_at: float
+    expires_at: float
+    retained: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form, ready to go into the model's context."""
+        return {
+            "id": self.id,
+            "content_kind": self.content_kind,
+            "size_bytes": self.size_bytes,
+            "summary": self.summary,
+            "ref_hint": self.ref_hint,
+            "step_num": self.step_num,
+            "executor_name": self.executor_name,
+            "expires_at": self.expires_at,
+            "retained": dict(self.retained),
+        }
+
+    def __repr__(self) -> str:
+        return f"Representation(id={self.id!r}, content_kind={self.content_kind!r}, size_bytes={self.size_bytes})"
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A complete stored row, content decrypted: str for text, bytes for binary, the JSON value for json."""
+
+    id: str
+    owner: Principal
+    turn_id: str
+    step_num: int
+    executor_name: str
+    content_kind: ContentKind
+    content: Any
+    size_bytes: int
+    summary: str
+    retained: dict[str, Any]
+    created_at: float
+    expires_at: float
+    key_version: int
+
+    def __repr__(self) -> str:
+        return f"Record(id={self.id!r}, content_kind={self.content_kind!r}, size_bytes={self.size_bytes})"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """A slice: ``content`` (str; Base64 for binary) and sizes in the row's units (chars, or bytes for binary)."""
+
+    id: str
+    content: str
+    content_kind: ContentKind
+    mode: str
+    full_size: int
+    returned_size: int
+    truncated: bool
+    start: int
+    end: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form, suitable as a tool result."""
+        return {
+            "id": self.id,
+            "content": self.content,
+            "content_kind": self.content_kind,
+            "encoding": "base64" if self.content_kind == "binary" else "utf-8",
+            "mode": self.mode,
+            "unit": "bytes" if self.content_kind == "binary" else "chars",
+            "full_size": self.full_size,
+            "returned_size": self.returned_size,
+            "start": self.start,
+            "end": self.end,
+            "truncated": self.truncated,
+        }
+
+    def __repr__(self) -> str:
+        return (f"ReadResult(id={self.id!r}, mode={self.mode!r}, full_size={self.full_size}, "
+                f"returned_size={self.returned_size}, truncated={self.truncated})")

@@ -1,0 +1,212 @@
+"""Row format v1, plaintext side: how observations become chunks, and the metadata record.
+
+Content is cut into chunks of at most ``CHUNK_BYTES`` of plaintext. Binary chunks are exactly that size (the
+last may be shorter); text and JSON (stored as its JSON text) are UTF-8 cut on character boundaries, so each
+chunk decodes alone. Each chunk's size in the row's units (characters, or bytes for binary) goes into the
+metadata, which is how a slice finds its chunks without opening any other. The sealing is in ``keys/``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from keys.envelope import MAX_CHUNKS
+from keys.errors import IntegrityError, InvalidArgument
+
+CHUNK_BYTES = 64 * 1024
+KINDS = ("text", "binary", "json")
+MAX_JSON_DEPTH = 256
+_CONTINUATION = frozenset(range(0x80, 0xC0))
+_NOT_CONTINUATION = bytes(range(0x80)) + bytes(range(0xC0, 0x100))
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One plaintext chunk, its size in units, and whether it is the row's last."""
+
+    data: bytes | memoryview
+    units: int
+    last: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Metadata:
+    """Everything about a row that is not content and not needed in clear; sealed with the row's DEK."""
+
+    user_id: str
+    actor: str | None
+    channel: str | None
+    turn_id: str
+    step_num: int
+    executor_name: str
+    content_kind: str
+    size_bytes: int
+    size_units: int
+    chunk_units: tuple[int, ...]
+    created_at: float
+    expires_at: float
+
+    def encode(self) -> bytes:
+        """Canonical JSON bytes of the record (format version inside)."""
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        fields["chunk_units"] = list(self.chunk_units)
+        return json.dumps({"format": 1, **fields}, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> Metadata:
+        """Parse an authenticated record; a shape we did not write is an IntegrityError."""
+        try:
+            fields = json.loads(raw)
+            if fields.pop("format") != 1:
+                raise ValueError("format")
+            fields["chunk_units"] = tuple(fields["chunk_units"])
+            metadata = cls(**fields)
+        except (ValueError, TypeError, KeyError):
+            raise IntegrityError("row metadata is not in a known format") from None
+        if metadata.content_kind not in KINDS or sum(metadata.chunk_units) != metadata.size_units:
+            raise IntegrityError("row metadata is inconsistent")
+        return metadata
+
+
+def classify(observation: object) -> str:
+    """The content kind of an observation, or InvalidArgument for a type the vault does not store."""
+    if isinstance(observation, str):
+        return "text"
+    if isinstance(observation, bytes | bytearray | memoryview):
+        return "binary"
+    if isinstance(observation, dict | list):
+        return "json"
+    if isinstance(observation, io.TextIOBase):
+        return "text"
+    if isinstance(observation, io.IOBase) or callable(getattr(observation, "read", None)):
+        return "binary"  # a readable binary stream; a text stream that is not TextIOBase is refused on read
+    raise InvalidArgument(
+        f"observation must be str, bytes-like, a dict or list of JSON values, or a readable file, "
+        f"not {type(observation).__name__}"
+    )
+
+
+def encode_text(text: str) -> bytes:
+    """UTF-8 of ``text``; lone surrogates (which UTF-8 cannot hold) become U+FFFD, one for one."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text).encode("utf-8")
+
+
+def encode_json(value: dict[str, Any] | list[Any]) -> str:
+    """The JSON text stored for a structured observation; non-JSON values are InvalidArgument."""
+    check_json_value(value)
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    if _SURROGATE.search(text):
+        text = json.dumps(value, ensure_ascii=True, allow_nan=False)  # escapes keep lone surrogates exact
+    return text
+
+
+def check_json_value(value: object) -> None:
+    """Walk a JSON value without recursion: str keys, finite numbers, bounded depth, nothing else."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise InvalidArgument(f"observation is nested deeper than {MAX_JSON_DEPTH} levels")
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    raise InvalidArgument("JSON object keys must be str")
+                stack.append((child, depth + 1))
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+        elif isinstance(item, float):
+            if item != item or item in (float("inf"), float("-inf")):
+                raise InvalidArgument("observation holds a non-finite number, which JSON cannot represent")
+        elif item is not None and not isinstance(item, str | int):
+            raise InvalidArgument(f"observation holds a {type(item).__name__}, which is not a JSON value")
+
+
+def text_pieces(observation: object) -> Iterator[bytes | memoryview]:
+    """UTF-8 pieces of a str or a text stream (read in bounded pieces, never whole)."""
+    if isinstance(observation, str):
+        yield memoryview(encode_text(observation))
+        return
+    while True:
+        piece = _read(observation, CHUNK_BYTES // 4)
+        if not piece:
+            return
+        if not isinstance(piece, str):
+            raise InvalidArgument("a text stream returned something other than str")
+        yield encode_text(piece)
+
+
+def binary_pieces(observation: object) -> Iterator[bytes | memoryview]:
+    """Byte pieces of a bytes-like object or a binary stream (read in bounded pieces, never whole)."""
+    if isinstance(observation, bytes | bytearray | memoryview):
+        view = memoryview(observation)
+        yield view.cast("B") if view.c_contiguous else memoryview(view.tobytes())
+        return
+    while True:
+        piece = _read(observation, CHUNK_BYTES)
+        if not piece:
+            return
+        if not isinstance(piece, bytes | bytearray | memoryview):
+            raise InvalidArgument("a binary stream returned something other than bytes")
+        yield piece
+
+
+def _read(stream: Any, size: int) -> Any:
+    try:
+        return stream.read(size)
+    except Exception as error:  # a caller's stream may raise anything; it must not escape as itself
+        raise InvalidArgument(f"reading the observation stream failed ({type(error).__name__})") from None
+
+
+def chunked(pieces: Iterable[bytes | memoryview], text: bool) -> Iterator[Chunk]:
+    """Re-cut pieces into chunks of at most CHUNK_BYTES (UTF-8 boundaries for text); always at least one."""
+    cuts = iter(_cut(pieces, text))
+    previous = next(cuts)
+    for count, data in enumerate(cuts, start=1):
+        if count >= MAX_CHUNKS:
+            raise InvalidArgument(f"observation is larger than {MAX_CHUNKS} chunks of {CHUNK_BYTES} bytes")
+        yield Chunk(previous, _units(previous, text), last=False)
+        previous = data
+    yield Chunk(previous, _units(previous, text), last=True)
+
+
+def _cut(pieces: Iterable[bytes | memoryview], text: bool) -> Iterator[bytes | memoryview]:
+    """Full chunks as soon as more than one chunk is pending; the rest once the pieces end."""
+    pending = bytearray()
+    emitted = False
+    for piece in pieces:
+        view = memoryview(piece).cast("B")
+        if pending:  # only streams leave a remainder; their pieces are small, so this copy is bounded
+            view = memoryview(bytes(pending) + view)
+            pending.clear()
+        offset = 0
+        while len(view) - offset > CHUNK_BYTES:
+            end = _boundary(view, offset + CHUNK_BYTES) if text else offset + CHUNK_BYTES
+            yield view[offset:end]
+            emitted = True
+            offset = end
+        pending += view[offset:]
+    if pending or not emitted:
+        yield bytes(pending)
+
+
+def _boundary(view: memoryview, end: int) -> int:
+    """The largest index <= end that starts a UTF-8 character (never cuts a multi-byte sequence)."""
+    while view[end] in _CONTINUATION:
+        end -= 1
+    return end
+
+
+def _units(data: bytes | memoryview, text: bool) -> int:
+    """Bytes for binary; characters for UTF-8 text (every byte that is not a continuation byte)."""
+    if not text:
+        return len(data)
+    return len(data) - len(bytes(data).translate(None, _NOT_CONTINUATION))

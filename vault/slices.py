@@ -1,0 +1,47 @@
+"""Slice arithmetic: which units a read returns, under the ``max_read`` cap, and which chunks hold them.
+
+Units are characters for text and JSON, bytes for binary. The cap keeps the start of ``full`` and ``range``
+requests and the end of ``tail`` requests, and says ``truncated=True`` whenever it cut something.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+from itertools import accumulate
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """Units [start, end) of the content, and whether the cap cut the request."""
+
+    start: int
+    end: int
+    truncated: bool
+
+
+def plan(mode: str, n: int, start: int | None, end: int | None, full_size: int, max_read: int) -> Slice:
+    """The slice a validated request returns; an end past the content is clipped."""
+    if mode == "full":
+        first, last = 0, full_size
+    elif mode == "head":
+        first, last = 0, min(n, full_size)
+    elif mode == "tail":
+        first, last = full_size - min(n, full_size), full_size
+    else:
+        first = min(start or 0, full_size)
+        last = full_size if end is None else min(end, full_size)
+    if last - first <= max_read:
+        return Slice(first, last, truncated=False)
+    if mode == "tail":
+        return Slice(last - max_read, last, truncated=True)
+    return Slice(first, first + max_read, truncated=True)
+
+
+def chunk_span(chunk_units: tuple[int, ...], start: int, end: int) -> tuple[int, int, int]:
+    """(first chunk, last chunk inclusive, units before the first chunk) covering units [start, end)."""
+    bounds = list(accumulate(chunk_units))  # bounds[i] = units up to the end of chunk i
+    first = min(bisect_right(bounds, start), len(chunk_units) - 1)
+    last = first if end <= start else min(bisect_right(bounds, end - 1), len(chunk_units) - 1)
+    offset = bounds[first] - chunk_units[first]
+    return first, last, offset

@@ -1,0 +1,282 @@
+"""All SQL of scratchvault, behind a narrow interface (a PostgreSQL store can implement the same methods).
+
+Clear columns are only what must be indexed or swept without keys: row id, owner tag, turn tag, key
+version, expiry, size. Content chunks live in ``chunks`` under the integer key ``seq << 20 | index``, so a
+slice is a rowid range read and a delete is a rowid range delete; summaries live apart in ``summaries``.
+SQLite runs in WAL mode with ``synchronous=FULL`` (a returned put survives power loss) and
+``secure_delete=FAST`` (deleted b-tree cells, such as wrapped data keys, are zeroed); see threat_model.md.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from keys.envelope import MAX_CHUNKS
+from keys.errors import IntegrityError, StorageError
+
+SCHEMA_VERSION = 1
+CHUNK_SHIFT = MAX_CHUNKS.bit_length() - 1  # 20: chunk key = seq << 20 | index
+GC_BATCH = 2000
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS rows (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id BLOB NOT NULL UNIQUE,
+    owner_tag BLOB NOT NULL,
+    turn_tag BLOB NOT NULL,
+    key_version INTEGER NOT NULL,
+    expires_at REAL NOT NULL,
+    size_bytes INTEGER NOT NULL,
+    wrapped_key BLOB NOT NULL,
+    metadata BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS rows_owner_turn ON rows (owner_tag, turn_tag);
+CREATE INDEX IF NOT EXISTS rows_expiry ON rows (expires_at);
+CREATE TABLE IF NOT EXISTS summaries (seq INTEGER PRIMARY KEY, sealed BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS chunks (pos INTEGER PRIMARY KEY, sealed BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS owner_keys (
+    owner_tag BLOB NOT NULL,
+    version INTEGER NOT NULL,
+    check_value BLOB NOT NULL,
+    PRIMARY KEY (owner_tag, version)
+) WITHOUT ROWID;
+"""
+_INSERT_ROW = (
+    "INSERT INTO rows (seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_SELECT_ROW_BY_ID = (
+    "SELECT seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata FROM rows "
+    "WHERE id = ?"
+)
+_SELECT_TURN = (
+    "SELECT seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata FROM rows "
+    "WHERE owner_tag = ? AND turn_tag = ? AND expires_at > ?"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RowHeader:
+    """The clear columns and sealed envelope of a row, as stored (nothing decrypted)."""
+
+    seq: int
+    row_id: bytes
+    owner_tag: bytes
+    turn_tag: bytes
+    key_version: int
+    expires_at: float
+    size_bytes: int
+    wrapped_key: bytes
+    metadata: bytes
+
+
+class SqliteStore:
+    """One SQLite file; a connection per thread (WAL lets readers run beside the single writer)."""
+
+    def __init__(self, path: Path) -> None:
+        self._uri = "file:" + urllib.parse.quote(str(path)) + "?mode=rw"
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        with self.transaction() as connection:
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                connection.execute(statement)
+            found = connection.execute("PRAGMA user_version").fetchone()[0]
+            if found > SCHEMA_VERSION:
+                raise StorageError("the database was written by a newer scratchvault; upgrade to open it")
+            if found < SCHEMA_VERSION:
+                connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    # -- connections and transactions ------------------------------------------------------------------
+    def _connection(self) -> sqlite3.Connection:
+        connection = getattr(self._local, "connection", None)
+        if connection is not None:
+            return connection
+        with self._lock:
+            if self._closed:
+                raise StorageError("the vault is closed")
+            with translate_errors():
+                connection = sqlite3.connect(self._uri, uri=True, timeout=30.0, isolation_level=None,
+                                             check_same_thread=False)
+                for pragma in ("journal_mode = WAL", "synchronous = FULL", "secure_delete = FAST",
+                               "foreign_keys = OFF", "trusted_schema = OFF", "busy_timeout = 30000"):
+                    connection.execute("PRAGMA " + pragma)
+            self._connections.append(connection)
+        self._local.connection = connection
+        return connection
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (BEGIN IMMEDIATE: takes the write lock up front, so no upgrade deadlock)."""
+        connection = self._connection()
+        with translate_errors():
+            connection.execute("BEGIN IMMEDIATE")
+        try:
+            with translate_errors():
+                yield connection
+        except BaseException:
+            if connection.in_transaction:
+                connection.rollback()
+            raise
+        with translate_errors():
+            connection.execute("COMMIT")
+
+    def _query(self, sql: str, parameters: tuple = ()) -> list[tuple]:
+        with translate_errors():
+            return self._connection().execute(sql, parameters).fetchall()
+
+    def close(self) -> None:
+        """Close every thread's connection; later calls raise StorageError."""
+        with self._lock:
+            self._closed = True
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            connection.close()
+        self._local = threading.local()
+
+    # -- vault metadata --------------------------------------------------------------------------------
+    def get_meta(self, name: str) -> bytes | None:
+        """A value from the meta table."""
+        found = self._query("SELECT value FROM meta WHERE name = ?", (name,))
+        return bytes(found[0][0]) if found else None
+
+    @staticmethod
+    def put_meta(connection: sqlite3.Connection, name: str, value: bytes) -> None:
+        """Set a meta value inside a transaction."""
+        connection.execute("INSERT INTO meta (name, value) VALUES (?, ?)", (name, value))
+
+    # -- rows ------------------------------------------------------------------------------------------
+    @staticmethod
+    def next_seq(connection: sqlite3.Connection) -> int:
+        """The seq the next row will get (call inside the write transaction that inserts it)."""
+        found = connection.execute("SELECT seq FROM sqlite_sequence WHERE name = 'rows'").fetchone()
+        return (found[0] if found else 0) + 1
+
+    @staticmethod
+    def insert_chunk(connection: sqlite3.Connection, seq: int, index: int, sealed: bytes) -> None:
+        """Store one sealed chunk of row ``seq``."""
+        connection.execute("INSERT INTO chunks (pos, sealed) VALUES (?, ?)", ((seq << CHUNK_SHIFT) | index, sealed))
+
+    @staticmethod
+    def insert_row(connection: sqlite3.Connection, header: RowHeader, sealed_summary: bytes) -> None:
+        """Store a row's envelope and summary (after its chunks, in the same transaction)."""
+        connection.execute("INSERT INTO summaries (seq, sealed) VALUES (?, ?)", (header.seq, sealed_summary))
+        connection.execute(
+            _INSERT_ROW,
+            (header.seq, header.row_id, header.owner_tag, header.turn_tag, header.key_version,
+             header.expires_at, header.size_bytes, header.wrapped_key, header.metadata),
+        )
+
+    def find_row(self, row_id: bytes) -> RowHeader | None:
+        """The row with this id, whoever owns it (the caller checks ownership)."""
+        found = self._query(_SELECT_ROW_BY_ID, (row_id,))
+        return _header(found[0]) if found else None
+
+    def list_turn(self, owner_tag: bytes, turn_tag: bytes, now: float) -> list[RowHeader]:
+        """Unexpired rows of one owner's turn, with their sealed summaries."""
+        found = self._query(_SELECT_TURN, (owner_tag, turn_tag, now))
+        return [_header(row) for row in found]
+
+    def read_summary(self, seq: int) -> bytes | None:
+        """The sealed summary of row ``seq``."""
+        found = self._query("SELECT sealed FROM summaries WHERE seq = ?", (seq,))
+        return bytes(found[0][0]) if found else None
+
+    def read_chunks(self, seq: int, first: int, last: int) -> list[tuple[int, bytes]]:
+        """Sealed chunks ``first..last`` (inclusive) of row ``seq``, as (index, sealed), in order."""
+        base = seq << CHUNK_SHIFT
+        found = self._query(
+            "SELECT pos, sealed FROM chunks WHERE pos BETWEEN ? AND ? ORDER BY pos", (base + first, base + last)
+        )
+        return [(pos - base, bytes(sealed)) for pos, sealed in found]
+
+    def owner_has_rows(self, owner_tag: bytes) -> bool:
+        """Whether any row (expired or not) belongs to this owner tag."""
+        return bool(self._query("SELECT 1 FROM rows WHERE owner_tag = ? LIMIT 1", (owner_tag,)))
+
+    def delete_row(self, seq: int) -> None:
+        """Delete one row, its summary and its chunks, then checkpoint so the WAL keeps no old copy."""
+        with self.transaction() as connection:
+            _delete_seqs(connection, [seq])
+        self.checkpoint()
+
+    def delete_expired(self, now: float) -> int:
+        """Delete every row that expired at or before ``now``, in batches; returns how many."""
+        removed = 0
+        while True:
+            with self.transaction() as connection:
+                seqs = [seq for (seq,) in connection.execute(
+                    "SELECT seq FROM rows WHERE expires_at <= ? LIMIT ?", (now, GC_BATCH))]
+                _delete_seqs(connection, seqs)
+            removed += len(seqs)
+            if len(seqs) < GC_BATCH:
+                break
+        if removed:
+            self.checkpoint()
+        return removed
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database and truncate it (old page images would otherwise linger there)."""
+        self._query("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def stats(self, now: float) -> dict[str, int]:
+        """Row and byte counts (all rows) and how many rows are expired but not yet collected."""
+        rows, size, expired = self._query(
+            "SELECT count(*), coalesce(sum(size_bytes), 0), coalesce(sum(expires_at <= ?), 0) FROM rows", (now,)
+        )[0]
+        return {"rows": rows, "bytes": size, "expired_rows": expired}
+
+    # -- key commitments -------------------------------------------------------------------------------
+    def key_checks(self, owner_tag: bytes) -> dict[int, bytes]:
+        """Stored key commitments of an owner, by version."""
+        found = self._query("SELECT version, check_value FROM owner_keys WHERE owner_tag = ?", (owner_tag,))
+        return {version: bytes(value) for version, value in found}
+
+    @staticmethod
+    def add_key_check(connection: sqlite3.Connection, owner_tag: bytes, version: int, value: bytes) -> None:
+        """Record the commitment of an owner's key version (inside a transaction)."""
+        connection.execute(
+            "INSERT OR IGNORE INTO owner_keys (owner_tag, version, check_value) VALUES (?, ?, ?)",
+            (owner_tag, version, value),
+        )
+
+
+def _delete_seqs(connection: sqlite3.Connection, seqs: list[int]) -> None:
+    ranges = [(seq << CHUNK_SHIFT, (seq << CHUNK_SHIFT) | (MAX_CHUNKS - 1)) for seq in seqs]
+    connection.executemany("DELETE FROM chunks WHERE pos BETWEEN ? AND ?", ranges)
+    connection.executemany("DELETE FROM summaries WHERE seq = ?", [(seq,) for seq in seqs])
+    connection.executemany("DELETE FROM rows WHERE seq = ?", [(seq,) for seq in seqs])
+
+
+def _header(row: tuple) -> RowHeader:
+    seq, row_id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata = row
+    if not (isinstance(row_id, bytes) and isinstance(owner_tag, bytes) and isinstance(wrapped_key, bytes)
+            and isinstance(metadata, bytes) and type(key_version) is int and type(size_bytes) is int
+            and isinstance(expires_at, float | int)):
+        raise IntegrityError("a stored row has columns of the wrong type")
+    return RowHeader(seq, row_id, owner_tag, bytes(turn_tag), key_version, float(expires_at), size_bytes,
+                     wrapped_key, metadata)
+
+
+_CORRUPT = ("malformed", "not a database", "corrupt", "file is encrypted")
+
+
+@contextmanager
+def translate_errors() -> Iterator[None]:
+    """sqlite3 errors become VaultError subclasses: corruption is IntegrityError, the rest StorageError."""
+    try:
+        yield
+    except sqlite3.Error as error:
+        message = str(error)
+        if isinstance(error, sqlite3.DatabaseError) and any(word in message for word in _CORRUPT):
+            raise IntegrityError("the database file is corrupt (SQLite: " + message + ")") from None
+        if "closed" in message:
+            raise StorageError("the vault is closed") from None
+        raise StorageError(f"database error ({type(error).__name__}: {message})") from None
