@@ -1,0 +1,7 @@
+"""``python -m vault``: the scratchvault command."""
+
+import sys
+
+from vault.cli import main
+
+sys.exit(main())
