@@ -30,11 +30,12 @@ MALFORMED = (
 class OwnerKeyset:
     """An owner's key versions and which one is primary; wraps new DEKs under the primary version."""
 
-    __slots__ = ("_keys", "primary")
+    __slots__ = ("_ciphers", "_keys", "primary")
 
     def __init__(self, primary: int, keys: dict[int, bytes]) -> None:
         self.primary = primary
         self._keys = dict(keys)
+        self._ciphers = {version: Aead(raw) for version, raw in self._keys.items()}
 
     @classmethod
     def generate(cls) -> OwnerKeyset:
@@ -49,16 +50,16 @@ class OwnerKeyset:
     def wrap(self, data_key: DataKey, aad: bytes) -> bytes:
         """Wrap ``data_key`` under the primary version with a random nonce: nonce || ct || tag."""
         nonce = random_bytes(NONCE_SIZE)
-        return nonce + Aead(self._keys[self.primary]).seal(nonce, data_key._raw, aad)
+        return nonce + self._ciphers[self.primary].seal(nonce, data_key._raw, aad)
 
     def unwrap(self, version: int, wrapped: bytes, aad: bytes) -> DataKey:
         """Unwrap a DEK stored under ``version``; a wrong owner, row, version or byte is an IntegrityError."""
-        raw_key = self._keys.get(version)
-        if raw_key is None:
+        cipher = self._ciphers.get(version)
+        if cipher is None:
             raise IntegrityError("row refers to a key version this owner's keyset does not hold")
         if len(wrapped) != WRAPPED_SIZE:
             raise IntegrityError("wrapped data key has the wrong length")
-        return DataKey(Aead(raw_key).open(wrapped[:NONCE_SIZE], wrapped[NONCE_SIZE:], aad))
+        return DataKey(cipher.open(wrapped[:NONCE_SIZE], wrapped[NONCE_SIZE:], aad))
 
     def check_value(self, version: int, vault_id: bytes) -> bytes:
         """A commitment to one key version, stored in the database to detect a keyring that swapped keys."""

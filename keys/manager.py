@@ -2,13 +2,16 @@
 
 Keyring layout: service ``scratchvault/<vault_id hex>/index`` user ``index`` holds the index key; service
 ``scratchvault/<vault_id hex>/owner`` user ``<user_id>`` holds that owner's keyset. ``vault_id`` keeps two
-vaults on one keyring apart. Lookups are cached (bounded size and lifetime) and the cache is cleared on close.
+vaults on one keyring apart. Lookups are cached (bounded size and lifetime) and the cache is cleared on close;
+a keyset loaded from the keyring is checked against the key commitments the database recorded before use.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from keys.aead import KEY_SIZE, random_bytes
-from keys.blind_index import IndexKey
+from keys.blind_index import IndexKey, tags_equal
 from keys.cache import KeyCache
 from keys.datakey import DataKey
 from keys.errors import KeyUnavailable
@@ -21,8 +24,10 @@ _INDEX = ("index",)
 class KeyManager:
     """Fetches, creates and caches this vault's keys in the OS keyring."""
 
-    def __init__(self, store: KeyringStore, vault_id: bytes, *, cache_ttl: float, cache_size: int) -> None:
+    def __init__(self, store: KeyringStore, vault_id: bytes, *, cache_ttl: float, cache_size: int,
+                 commitments: Callable[[bytes], dict[int, bytes]] | None = None) -> None:
         self._store = store
+        self._commitments = commitments
         self._vault_id = vault_id
         self._cache: KeyCache[object] = KeyCache(cache_size, cache_ttl)
         prefix = "scratchvault/" + vault_id.hex()
@@ -78,8 +83,22 @@ class KeyManager:
             self._cache.invalidate(("owner", user_id))
             return None
         keyset = OwnerKeyset.parse(stored)
+        self._check_commitments(user_id, keyset)
         self._cache.put(("owner", user_id), keyset)
         return keyset
+
+    def _check_commitments(self, user_id: str, keyset: OwnerKeyset) -> None:
+        """Compare a freshly loaded keyset with the key commitments the database recorded for this owner."""
+        if self._commitments is None:
+            return
+        recorded = self._commitments(self.index_key().owner_tag(user_id))
+        for version in keyset.versions:
+            expected = recorded.get(version)
+            if expected is not None and not tags_equal(expected, self.key_check(keyset, version)):
+                raise KeyUnavailable(
+                    "the OS keyring returned a different key for this owner than the one this vault recorded "
+                    "(the keyring entry was replaced, or this is another keyring); restore it from the backup"
+                )
 
     def create_owner_keyset(self, user_id: str) -> OwnerKeyset:
         """Make and store a keyset for an owner the vault has never seen (the caller holds the write lock)."""

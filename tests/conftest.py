@@ -15,9 +15,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from memory_keyring import MemoryKeyring  # noqa: E402
+from memory_keyring import MemoryKeyring
 
-from vault import Principal, Vault  # noqa: E402
+from vault import Principal, Vault
 
 T0 = 1_800_000_000.0
 

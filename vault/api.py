@@ -83,7 +83,8 @@ class Vault:
         store = SqliteStore(paths.prepare(path))
         try:
             vault_id = _vault_id(store, keyring_store, key_cache_seconds, key_cache_size)
-            keys = KeyManager(keyring_store, vault_id, cache_ttl=key_cache_seconds, cache_size=key_cache_size)
+            keys = KeyManager(keyring_store, vault_id, cache_ttl=key_cache_seconds, cache_size=key_cache_size,
+                              commitments=store.key_checks)
             keys.index_key()  # fail now, not on first use, when this vault's index key is missing
         except BaseException:
             store.close()
@@ -298,9 +299,9 @@ class Vault:
 
     # -- owner keys ------------------------------------------------------------------------------------
     def _keyset_for_read(self, user_id: str, header: RowHeader) -> OwnerKeyset:
-        keyset = self._checked_keyset(user_id, header.owner_tag)
+        keyset = self._keys.owner_keyset(user_id)
         if keyset is not None and header.key_version not in keyset.versions:
-            keyset = self._checked_keyset(user_id, header.owner_tag, refresh=True)  # rotated elsewhere?
+            keyset = self._keys.owner_keyset(user_id, refresh=True)  # rotated elsewhere?
         if keyset is None:
             raise KeyUnavailable(
                 "the OS keyring holds no keys for this owner although the vault holds rows for them "
@@ -310,11 +311,11 @@ class Vault:
         return keyset
 
     def _keyset_for_write(self, user_id: str, owner_tag: bytes) -> OwnerKeyset:
-        keyset = self._checked_keyset(user_id, owner_tag)
+        keyset = self._keys.owner_keyset(user_id)
         if keyset is not None:
             return keyset
         with self._store.transaction() as tx:  # the write lock serialises first-key creation across processes
-            keyset = self._checked_keyset(user_id, owner_tag, refresh=True)
+            keyset = self._keys.owner_keyset(user_id, refresh=True)
             if keyset is None:
                 if self._store.owner_has_rows(owner_tag) or self._store.key_checks(owner_tag):
                     raise KeyUnavailable(
@@ -323,22 +324,6 @@ class Vault:
                     )
                 keyset = self._keys.create_owner_keyset(user_id)
             self._store.add_key_check(tx, owner_tag, keyset.primary, self._keys.key_check(keyset, keyset.primary))
-        return keyset
-
-    def _checked_keyset(self, user_id: str, owner_tag: bytes, refresh: bool = False) -> OwnerKeyset | None:
-        """The owner's keyset, its versions checked against the commitments recorded in the database."""
-        keyset = self._keys.owner_keyset(user_id, refresh=refresh)
-        if keyset is None:
-            return None
-        stored = self._store.key_checks(owner_tag)
-        for version in keyset.versions:
-            expected = stored.get(version)
-            if expected is not None and not tags_equal(expected, self._keys.key_check(keyset, version)):
-                self._keys.forget(user_id)
-                raise KeyUnavailable(
-                    "the OS keyring returned a different key for this owner than the one this vault recorded "
-                    "(the keyring entry was replaced); restore it from the keyring backup"
-                )
         return keyset
 
     # -- small helpers ---------------------------------------------------------------------------------

@@ -22,7 +22,6 @@ CHUNK_BYTES = 64 * 1024
 KINDS = ("text", "binary", "json")
 MAX_JSON_DEPTH = 256
 _CONTINUATION = frozenset(range(0x80, 0xC0))
-_NOT_CONTINUATION = bytes(range(0x80)) + bytes(range(0xC0, 0x100))
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -206,7 +205,5 @@ def _boundary(view: memoryview, end: int) -> int:
 
 
 def _units(data: bytes | memoryview, text: bool) -> int:
-    """Bytes for binary; characters for UTF-8 text (every byte that is not a continuation byte)."""
-    if not text:
-        return len(data)
-    return len(data) - len(bytes(data).translate(None, _NOT_CONTINUATION))
+    """Bytes for binary; characters for UTF-8 text (decoding is the fast way to count them)."""
+    return len(str(data, "utf-8")) if text else len(data)

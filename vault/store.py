@@ -26,7 +26,7 @@ GC_BATCH = 2000
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS rows (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq INTEGER PRIMARY KEY,
     id BLOB NOT NULL UNIQUE,
     owner_tag BLOB NOT NULL,
     turn_tag BLOB NOT NULL,
@@ -156,8 +156,7 @@ class SqliteStore:
     @staticmethod
     def next_seq(connection: sqlite3.Connection) -> int:
         """The seq the next row will get (call inside the write transaction that inserts it)."""
-        found = connection.execute("SELECT seq FROM sqlite_sequence WHERE name = 'rows'").fetchone()
-        return (found[0] if found else 0) + 1
+        return connection.execute("SELECT coalesce(max(seq), 0) + 1 FROM rows").fetchone()[0]
 
     @staticmethod
     def insert_chunk(connection: sqlite3.Connection, seq: int, index: int, sealed: bytes) -> None:

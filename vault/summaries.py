@@ -26,25 +26,22 @@ class SummaryBuilder:
     def __init__(self, kind: str, value: Any = None) -> None:
         self._kind = kind
         self._json_value = value
-        self._head = b""
-        self._tail: list[bytes] = []
+        self._head: bytes | memoryview = b""
+        self._tail: list[bytes | memoryview] = []
         self._units = 0
         self._bytes = 0
-        self._lines = 0
         self._sha256 = hashlib.sha256() if kind == "binary" else None
 
     def feed(self, chunk: Chunk) -> None:
-        """Account for one chunk (keeps at most two chunks' worth of text for the beginning and end)."""
-        data = bytes(chunk.data) if self._kind == "text" or self._sha256 is None else chunk.data
+        """Account for one chunk (text: keeps the first and the last two chunks for the beginning and end)."""
         self._units += chunk.units
         self._bytes += len(chunk.data)
         if self._sha256 is not None:
-            self._sha256.update(data)
-        elif self._kind == "text":
-            self._lines += data.count(b"\n")
+            self._sha256.update(chunk.data)
+        elif self._kind == "text":  # references, not copies: at most the first and the last two chunks
             if not self._head:
-                self._head = data
-            self._tail = [*self._tail[-1:], data]
+                self._head = chunk.data
+            self._tail = [*self._tail[-1:], chunk.data]
 
     def finish(self) -> tuple[str, dict[str, Any]]:
         """The summary text and the retained scalars."""
@@ -56,13 +53,14 @@ class SummaryBuilder:
         return self._text_summary()
 
     def _text_summary(self) -> tuple[str, dict[str, Any]]:
-        lines = self._lines + (1 if self._units and not b"".join(self._tail).endswith(b"\n") else 0)
-        retained = {"chars": self._units, "lines": lines}
-        header = f"text, {self._units:,} chars, {lines:,} lines"
+        retained = {"chars": self._units}
+        header = f"text, {self._units:,} chars"
         if self._units <= WHOLE_TEXT_CHARS:
             return f"{header}: {b''.join(self._tail).decode('utf-8', 'replace')}", retained
-        head = self._head.decode("utf-8", "replace")[:EDGE_CHARS]
-        tail = b"".join(self._tail).decode("utf-8", "replace")[-EDGE_CHARS:]
+        edge_bytes = 4 * EDGE_CHARS  # enough UTF-8 for EDGE_CHARS characters; a cut character is not shown
+        head = str(self._head[:edge_bytes], "utf-8", "replace")[:EDGE_CHARS]
+        tail = b"".join(bytes(part[-edge_bytes:]) for part in self._tail)[-edge_bytes:]
+        tail = tail.decode("utf-8", "replace")[-EDGE_CHARS:]
         return f"{header}\nbegins: {head}\n…\nends: {tail}", retained
 
 
