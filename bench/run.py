@@ -1,0 +1,236 @@
+"""The benchmark: each case runs the vault and the plaintext baseline on the same data, in this process.
+
+Prints medians and the ratio vault / baseline for every case of issue 3, peak memory for the large cases,
+and, separately, what the real OS keyring costs. Uses the in-memory keyring for the ratios so that D-Bus
+latency does not hide the vault's own cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import memory
+from bench.baseline import PlainStore
+from keys.testing import MemoryKeyring
+from vault import KeyUnavailable, Principal, Vault
+
+KIB, MIB = 1024, 1024 * 1024
+SLICE = 2000
+OWNER = Principal("bench-user")
+
+
+@dataclass
+class Row:
+    """One line of the result table."""
+
+    case: str
+    baseline_ms: float | None
+    vault_ms: float
+    target: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        return None if self.baseline_ms is None else self.vault_ms / self.baseline_ms
+
+
+def median_ms(operation: Callable[[], object], runs: int) -> float:
+    """Median wall time of ``runs`` calls, in milliseconds."""
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        operation()
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples)
+
+
+def text_of(size: int) -> str:
+    """ASCII text of exactly ``size`` characters (and bytes), lines of varying content."""
+    line = "".join(f"{i:06d} observation line with some words in it\n" for i in range(2000))
+    return (line * (size // len(line) + 1))[:size]
+
+
+class Bench:
+    """The two stores side by side in one private temporary directory."""
+
+    def __init__(self, directory: Path, quick: bool) -> None:
+        self.quick = quick
+        self.runs = 3 if quick else 7
+        self.vault = Vault.open(directory / "vault.db", keyring_backend=MemoryKeyring(), max_read=SLICE)
+        self.plain = PlainStore(directory / "plain.db")
+        self.rows: list[Row] = []
+        self.memory: list[tuple[str, float, float, float]] = []
+
+    def add(self, case: str, vault_op: Callable[[], object], plain_op: Callable[[], object] | None,
+            target: float | None, runs: int | None = None) -> Row:
+        runs = runs or self.runs
+        plain_ms = median_ms(plain_op, runs) if plain_op else None
+        row = Row(case, plain_ms, median_ms(vault_op, runs), target)
+        self.rows.append(row)
+        return row
+
+    def puts(self) -> None:
+        sizes = [(4 * KIB, 1.5), (1 * MIB, 1.15), ((16 if self.quick else 64) * MIB, 1.15)]
+        for size, target in sizes:
+            text = text_of(size)
+            runs = self.runs if size <= MIB else 3
+            self.add(f"put {_size(size)} text", lambda t=text: self.vault.put(OWNER, "puts", 0, "x", t),
+                     lambda t=text: self.plain.put("puts", 0, "x", t), target, runs=max(runs, 15 if size < MIB else 0))
+        blob = os.urandom(16 * MIB)
+        self.add("put 16 MiB binary", lambda: self.vault.put(OWNER, "puts", 0, "x", blob),
+                 lambda: self.plain.put("puts", 0, "x", blob), None, runs=3)
+
+    def slices(self) -> None:
+        sizes = [64 * KIB, 1 * MIB, (16 if self.quick else 64) * MIB]
+        per_size: dict[int, dict[str, float]] = {}
+        for size in sizes:
+            per_size[size] = {}
+            for name, (vault_op, plain_op) in self._slice_cases(size).items():
+                target = 0.01 if size == sizes[-1] else None
+                row = self.add(f"{name} 2,000 chars of {_size(size)}", vault_op, plain_op, target, runs=25)
+                per_size[size][name] = row.vault_ms
+        for name in ("head", "tail", "middle"):
+            big, small = per_size[sizes[-1]][name], per_size[sizes[0]][name]
+            self.rows.append(Row(f"{name}: vault {_size(sizes[-1])} row vs 64 KiB row", small, big, 2.0))
+
+    def _slice_cases(self, size: int) -> dict[str, tuple[Callable[[], object], Callable[[], object]]]:
+        text = text_of(size)
+        vault_id = self.vault.put(OWNER, "slices", 0, "x", text).id
+        plain_id = self.plain.put("slices", 0, "x", text)
+        middle = size // 2
+        return {
+            "head": (lambda: self.vault.read(OWNER, vault_id, "head", n=SLICE),
+                     lambda: self.plain.read(plain_id, 0, SLICE)),
+            "tail": (lambda: self.vault.read(OWNER, vault_id, "tail", n=SLICE),
+                     lambda: self.plain.tail(plain_id, SLICE)),
+            "middle": (lambda: self.vault.read(OWNER, vault_id, "range", start=middle, end=middle + SLICE),
+                       lambda: self.plain.read(plain_id, middle, SLICE)),
+        }
+
+    def full_reads(self) -> None:
+        for size, target in ((1 * MIB, None), (16 * MIB, 1.5)):
+            text = text_of(size)
+            vault_id = self.vault.put(OWNER, "full", 0, "x", text).id
+            plain_id = self.plain.put("full", 0, "x", text)
+            self.add(f"full read {_size(size)}", lambda v=vault_id: self.vault.get(OWNER, v),
+                     lambda p=plain_id: self.plain.get(p), target)
+
+    def listing(self) -> None:
+        text = text_of(2 * KIB)
+        for step in range(1000):
+            self.vault.put(OWNER, "big-turn", step, "tool", text)
+            self.plain.put("big-turn", step, "tool", text)
+        self.add("list_for_turn, 1,000 rows", lambda: self.vault.list_for_turn(OWNER, "big-turn"),
+                 lambda: self.plain.list_for_turn("big-turn"), 3.0)
+
+    def gc(self) -> None:
+        count = 5_000 if self.quick else 100_000
+        text = text_of(512)
+        past = time.time() - 10
+        vault_ms, plain_ms = [], []
+        for _ in range(1 if self.quick else 3):
+            for step in range(count):
+                self.vault.put(OWNER, "gc", step, "tool", text, ttl_seconds=1)
+                self.plain.put("gc", step, "tool", text, ttl=1, now=past)
+            later = time.time() + 5
+            vault_ms.append(median_ms(lambda t=later: self.vault.gc(t), 1))
+            plain_ms.append(median_ms(lambda t=later: self.plain.gc(t), 1))
+        self.rows.append(Row(f"gc, {count:,} expired rows", statistics.median(plain_ms),
+                             statistics.median(vault_ms), 2.0))
+
+    def peak_memory(self) -> None:
+        if not memory.available():
+            return
+        size = (16 if self.quick else 64) * MIB
+        text = text_of(size)
+        vault_id = self.vault.put(OWNER, "mem", 0, "x", text).id
+        plain_id = self.plain.put("mem", 0, "x", text)
+        self.memory.append((f"head 2,000 chars of {_size(size)}",
+                            memory.peak_growth_mib(lambda: self.plain.read(plain_id, 0, SLICE)),
+                            memory.peak_growth_mib(lambda: self.vault.read(OWNER, vault_id, "head", n=SLICE)), 4))
+        source = Path(tempfile.mkstemp(dir=os.environ.get("TMPDIR"))[1])
+        source.write_text(text)
+        del text
+
+        def plain_put() -> None:
+            self.plain.put("mem", 1, "x", source.read_text())
+
+        def vault_put() -> None:
+            with source.open(encoding="utf-8") as stream:
+                self.vault.put(OWNER, "mem", 1, "x", stream)
+
+        self.memory.append((f"streaming put of {_size(size)} (file)", memory.peak_growth_mib(plain_put),
+                            memory.peak_growth_mib(vault_put), 8))
+        source.unlink()
+
+
+def real_keyring() -> list[str]:
+    """What the OS keyring costs: a round trip, a cold put (key created), a warm put (key cached)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            vault = Vault.open(Path(scratch) / "real.db")
+        except KeyUnavailable as error:
+            return [f"real keyring: not available here ({error})"]
+        with vault:
+            backend = vault.stats()["keyring_backend"]
+            user = Principal(f"bench-{os.getpid()}")
+            cold = median_ms(lambda: vault.put(user, "t", 0, "x", "x" * 4096), 1)
+            warm = median_ms(lambda: vault.put(user, "t", 0, "x", "x" * 4096), 21)
+            reopen = median_ms(lambda: Vault.open(Path(scratch) / "real.db").close(), 5)
+        return [f"real keyring ({backend}): first put for a new owner {cold:.1f} ms (creates its keyset), "
+                f"later puts {warm:.2f} ms (key cached), Vault.open {reopen:.1f} ms (reads the index key)"]
+
+
+def _size(size: int) -> str:
+    return f"{size // MIB} MiB" if size >= MIB else f"{size // KIB} KiB"
+
+
+def render(bench: Bench) -> str:
+    """The result table as Markdown."""
+    lines = ["| case | baseline ms | vault ms | ratio | target | ok |", "|---|---:|---:|---:|---:|:-:|"]
+    for row in bench.rows:
+        ratio = "" if row.ratio is None else f"{row.ratio:.3f}"
+        ok = "" if row.target is None or row.ratio is None else ("yes" if row.ratio <= row.target else "NO")
+        base = "" if row.baseline_ms is None else f"{row.baseline_ms:.3f}"
+        lines.append(f"| {row.case} | {base} | {row.vault_ms:.3f} | {ratio} | "
+                     f"{'' if row.target is None else f'<= {row.target:g}'} | {ok} |")
+    if bench.memory:
+        lines += ["", "| peak memory (RSS growth) | baseline MiB | vault MiB | over baseline | target | ok |",
+                  "|---|---:|---:|---:|---:|:-:|"]
+        for case, plain, vault, target in bench.memory:
+            over = vault - plain
+            lines.append(f"| {case} | {plain:.1f} | {vault:.1f} | {over:+.1f} | <= {target} MiB | "
+                         f"{'yes' if over <= target else 'NO'} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every case and print the table; exit 0 whatever the numbers (no thresholds in CI)."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer runs (< 1 minute)")
+    parser.add_argument("--json", type=Path, help="also write the rows as JSON to this file")
+    args = parser.parse_args(argv)
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="scratchvault-bench-") as scratch:
+        os.chmod(scratch, 0o700)
+        bench = Bench(Path(scratch), args.quick)
+        for stage in (bench.puts, bench.slices, bench.full_reads, bench.listing, bench.gc, bench.peak_memory):
+            stage()
+            print(f"  {stage.__name__} done ({time.time() - started:.0f} s)", file=sys.stderr)
+        bench.vault.close()
+        bench.plain.close()
+    print(render(bench))
+    for line in real_keyring():
+        print("\n" + line)
+    print(f"\n{'quick' if args.quick else 'full'} run, {time.time() - started:.0f} s, {os.cpu_count()} cores")
+    if args.json:
+        args.json.write_text(json.dumps([row.__dict__ | {"ratio": row.ratio} for row in bench.rows], indent=2))
+    return 0
