@@ -7,7 +7,8 @@ Layout, format version 1 (threat_model.md, "Cryptography", explains each choice)
 * Content chunk i of n: ``AES-256-GCM(DEK, chunk) || tag``, no stored nonce; the nonce is STREAM-style,
   ``0x01 || i (10 bytes, big-endian) || last (0x01 if i == n-1 else 0x00)``, aad = ``chunk_aad(ctx, digest)``.
 * Metadata / summary: ``nonce(12) || AES-256-GCM(DEK, plaintext) || tag`` with
-  ``nonce = domain (0x02 metadata, 0x03 summary) || 11 random bytes``, aad = ``meta_aad`` / ``summary_aad``.
+  ``nonce = domain (0x02 metadata, 0x03 summary) || 11 random bytes``, aad = ``meta_aad`` / ``summary_aad``
+  (both bind the row's clear columns: owner tag, turn tag, expiry, size).
 
 The domain byte keeps the deterministic chunk nonces and the random nonces of one DEK in disjoint sets, so a
 DEK never sees one nonce twice. Every aad starts with a label naming its purpose and the format version, and
@@ -32,11 +33,7 @@ MAX_CHUNKS = 1 << 20  # the chunk counter is far wider; this bound comes from th
 
 def encode_fields(label: bytes, *fields: bytes) -> bytes:
     """Unambiguous encoding: ``label || (len32 || field)*``."""
-    parts = [label]
-    for field in fields:
-        parts.append(struct.pack(">I", len(field)))
-        parts.append(field)
-    return b"".join(parts)
+    return label + b"".join([len(field).to_bytes(4, "big") + field for field in fields])
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,24 +54,30 @@ def wrap_aad(ctx: RowContext, user_id: str, key_version: int) -> bytes:
 
 def meta_aad(ctx: RowContext, owner_tag: bytes, turn_tag: bytes, expires_at: float, size_bytes: int) -> bytes:
     """AAD of the metadata: binds the clear columns the store indexes and sweeps on."""
+    return _clear_columns_aad(ctx, b"meta", owner_tag, turn_tag, expires_at, size_bytes)
+
+
+def summary_aad(ctx: RowContext, owner_tag: bytes, turn_tag: bytes, expires_at: float, size_bytes: int) -> bytes:
+    """AAD of the summary record: the same clear columns as the metadata, under its own label."""
+    return _clear_columns_aad(ctx, b"summary", owner_tag, turn_tag, expires_at, size_bytes)
+
+
+def _clear_columns_aad(ctx: RowContext, purpose: bytes, owner_tag: bytes, turn_tag: bytes, expires_at: float,
+                       size_bytes: int) -> bytes:
     return encode_fields(
-        ctx._label(b"meta"), ctx.vault_id, ctx.row_id, owner_tag, turn_tag,
+        ctx._label(purpose), ctx.vault_id, ctx.row_id, owner_tag, turn_tag,
         struct.pack(">d", expires_at), _u64(size_bytes),
     )
 
 
-def summary_aad(ctx: RowContext, context_digest: bytes) -> bytes:
-    """AAD of the summary: this row, and the immutable context (owner, turn, step, executor, kind)."""
-    return encode_fields(ctx._label(b"summary"), ctx.vault_id, ctx.row_id, context_digest)
-
-
 def chunk_aad(ctx: RowContext, context_digest: bytes) -> bytes:
-    """AAD of every content chunk: this row and its immutable context; position is in the nonce."""
+    """AAD of every content chunk: this row and its immutable context (see context_digest); position is in
+    the nonce."""
     return encode_fields(ctx._label(b"chunk"), ctx.vault_id, ctx.row_id, context_digest)
 
 
 def context_digest(user_id: str, turn_id: str, step_num: int, executor_name: str, content_kind: str) -> bytes:
-    """SHA-256 over the row's immutable context, so chunks and summary are bound to all of it."""
+    """SHA-256 over the row's immutable context, so every chunk is bound to all of it."""
     return hashlib.sha256(
         encode_fields(
             b"scratchvault/context/v%d" % FORMAT_VERSION,

@@ -34,10 +34,10 @@ from vault.inputs import (
     parse_row_id,
 )
 from vault.model import Principal, ReadResult, Record, Representation
-from vault.rowformat import Metadata, binary_pieces, chunked, classify, encode_json, text_pieces
+from vault.rowformat import Metadata, SummaryRecord, binary_pieces, chunked, classify, encode_json, text_pieces
 from vault.slices import chunk_span, plan
 from vault.store import RowHeader, SqliteStore
-from vault.summaries import SummaryBuilder, decode_summary, encode_summary
+from vault.summaries import SummaryBuilder
 
 log = logging.getLogger("scratchvault")
 DEFAULT_MAX_TTL = 30 * 24 * 3600.0
@@ -129,10 +129,11 @@ class Vault:
                 chunk_units.append(chunk.units)
                 size_bytes += len(chunk.data)
             summary_text, retained = summary.finish()
+            size_units = sum(chunk_units)
             metadata = Metadata(
                 user_id=user_id, actor=principal.actor, channel=principal.channel, turn_id=turn_id,
                 step_num=step_num, executor_name=executor_name, content_kind=kind, size_bytes=size_bytes,
-                size_units=sum(chunk_units), chunk_units=tuple(chunk_units), created_at=created_at,
+                size_units=size_units, chunk_units=tuple(chunk_units), created_at=created_at,
                 expires_at=expires_at,
             )
             header = RowHeader(
@@ -142,11 +143,12 @@ class Vault:
                 metadata=data_key.seal_metadata(
                     metadata.encode(), meta_aad(context, owner_tag, turn_tag, expires_at, size_bytes)),
             )
-            sealed_summary = data_key.seal_summary(encode_summary(summary_text, retained),
-                                                   summary_aad(context, digest))
+            record = SummaryRecord(step_num, executor_name, kind, size_units, created_at, summary_text, retained)
+            sealed_summary = data_key.seal_summary(
+                record.encode(), summary_aad(context, owner_tag, turn_tag, expires_at, size_bytes))
             self._store.insert_row(tx, header, sealed_summary)
         self._count("puts")
-        return _representation(row_id, metadata, summary_text, retained)
+        return _representation(header, record)
 
     def delete(self, principal: Principal, id: str) -> None:
         """Delete one of the caller's rows (NotFound for anything else); nothing readable stays behind."""
@@ -162,9 +164,12 @@ class Vault:
     def get(self, principal: Principal, id: str) -> Record:
         """The complete row, content decrypted (for the engine; a model reads through ``read``)."""
         header, data_key, metadata, context = self._open_row(principal, id)
-        digest = _digest(metadata)
-        raw = self._content(header, data_key, metadata, context, digest, 0, len(metadata.chunk_units) - 1)
-        summary_text, retained = self._summary(header, data_key, context, digest)
+        raw = self._content(header, data_key, metadata, context, _digest(metadata), 0, len(metadata.chunk_units) - 1)
+        record = self._summary(header, data_key, context, self._store.read_summary(header.seq))
+        if (record.step_num, record.executor_name, record.content_kind, record.size_units) != (
+                metadata.step_num, metadata.executor_name, metadata.content_kind, metadata.size_units):
+            self._integrity_failure(header)
+            raise IntegrityError("a row's summary does not match its metadata")
         if metadata.content_kind == "binary":
             content: Any = raw
         else:
@@ -175,7 +180,7 @@ class Vault:
             id=header.row_id.hex(), owner=Principal(metadata.user_id, metadata.actor, metadata.channel),
             turn_id=metadata.turn_id, step_num=metadata.step_num, executor_name=metadata.executor_name,
             content_kind=metadata.content_kind, content=content, size_bytes=metadata.size_bytes,
-            summary=summary_text, retained=retained, created_at=metadata.created_at,
+            summary=record.summary, retained=record.retained, created_at=metadata.created_at,
             expires_at=metadata.expires_at, key_version=header.key_version,
         )
 
@@ -207,12 +212,11 @@ class Vault:
         user_id = principal.user_id
         index = self._keys.index_key()
         owner_tag = index.owner_tag(user_id)
-        headers = self._store.list_turn(owner_tag, index.turn_tag(owner_tag, turn_id), self._now())
         found = []
-        for header in headers:
-            data_key, metadata, context = self._unseal(user_id, header)
-            summary_text, retained = self._summary(header, data_key, context, _digest(metadata))
-            found.append(_representation(header.row_id, metadata, summary_text, retained))
+        for header, sealed in self._store.list_turn(owner_tag, index.turn_tag(owner_tag, turn_id), self._now()):
+            context = RowContext(self._keys.vault_id, header.row_id)
+            data_key = self._unwrap(user_id, header, context)
+            found.append(_representation(header, self._summary(header, data_key, context, sealed)))
         return sorted(found, key=lambda rep: (rep.step_num, rep.created_at))
 
     def stats(self) -> dict[str, Any]:
@@ -250,13 +254,20 @@ class Vault:
         data_key, metadata, context = self._unseal(principal.user_id, header)
         return header, data_key, metadata, context
 
+    def _unwrap(self, user_id: str, header: RowHeader, context: RowContext) -> DataKey:
+        """Unwrap the data key of a row whose ownership was already checked (it only unwraps for its owner)."""
+        keyset = self._keyset_for_read(user_id, header)
+        try:
+            return keyset.unwrap(header.key_version, header.wrapped_key, wrap_aad(context, user_id, header.key_version))
+        except IntegrityError:
+            self._integrity_failure(header)
+            raise
+
     def _unseal(self, user_id: str, header: RowHeader) -> tuple[DataKey, Metadata, RowContext]:
         """Unwrap the data key and open the metadata of a row whose ownership was already checked."""
         context = RowContext(self._keys.vault_id, header.row_id)
-        keyset = self._keyset_for_read(user_id, header)
+        data_key = self._unwrap(user_id, header, context)
         try:
-            data_key = keyset.unwrap(header.key_version, header.wrapped_key,
-                                     wrap_aad(context, user_id, header.key_version))
             metadata = Metadata.decode(data_key.open_metadata(
                 header.metadata,
                 meta_aad(context, header.owner_tag, header.turn_tag, header.expires_at, header.size_bytes)))
@@ -287,12 +298,13 @@ class Vault:
         return b"".join(parts)
 
     def _summary(self, header: RowHeader, data_key: DataKey, context: RowContext,
-                 digest: bytes) -> tuple[str, dict[str, Any]]:
-        sealed = self._store.read_summary(header.seq)
+                 sealed: bytes | None) -> SummaryRecord:
+        """Open a row's summary record (bound to the row's clear columns like the metadata)."""
         try:
             if sealed is None:
                 raise IntegrityError("a row's summary is missing")
-            return decode_summary(data_key.open_summary(sealed, summary_aad(context, digest)))
+            aad = summary_aad(context, header.owner_tag, header.turn_tag, header.expires_at, header.size_bytes)
+            return SummaryRecord.decode(data_key.open_summary(sealed, aad))
         except IntegrityError:
             self._integrity_failure(header)
             raise
@@ -371,13 +383,13 @@ def _digest(metadata: Metadata) -> bytes:
                           metadata.content_kind)
 
 
-def _representation(row_id: bytes, metadata: Metadata, summary: str, retained: dict[str, Any]) -> Representation:
-    row = row_id.hex()
-    unit = "bytes" if metadata.content_kind == "binary" else "chars"
+def _representation(header: RowHeader, record: SummaryRecord) -> Representation:
+    row = header.row_id.hex()
+    unit = "bytes" if record.content_kind == "binary" else "chars"
     hint = (f'Call scratchpad_read with {{"id": "{row}", "mode": "head", "n": 2000}} (or "tail", or "range" '
-            f'with start/end) to read a slice; the full content is {metadata.size_units:,} {unit}.')
+            f'with start/end) to read a slice; the full content is {record.size_units:,} {unit}.')
     return Representation(
-        id=row, content_kind=metadata.content_kind, size_bytes=metadata.size_bytes, summary=summary,
-        ref_hint=hint, step_num=metadata.step_num, executor_name=metadata.executor_name,
-        created_at=metadata.created_at, expires_at=metadata.expires_at, retained=retained,
+        id=row, content_kind=record.content_kind, size_bytes=header.size_bytes, summary=record.summary,
+        ref_hint=hint, step_num=record.step_num, executor_name=record.executor_name,
+        created_at=record.created_at, expires_at=header.expires_at, retained=record.retained,
     )

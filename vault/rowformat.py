@@ -66,11 +66,40 @@ class Metadata:
                 raise ValueError("format")
             fields["chunk_units"] = tuple(fields["chunk_units"])
             metadata = cls(**fields)
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, AttributeError):
             raise IntegrityError("row metadata is not in a known format") from None
         if metadata.content_kind not in KINDS or sum(metadata.chunk_units) != metadata.size_units:
             raise IntegrityError("row metadata is inconsistent")
         return metadata
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRecord:
+    """What ``list_for_turn`` needs of a row, sealed apart from content and metadata."""
+
+    step_num: int
+    executor_name: str
+    content_kind: str
+    size_units: int
+    created_at: float
+    summary: str
+    retained: dict[str, Any]
+
+    def encode(self) -> bytes:
+        """JSON bytes of the record (format version inside)."""
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        return json.dumps({"format": 1, **fields}, ensure_ascii=False).encode("utf-8", "replace")
+
+    @classmethod
+    def decode(cls, raw: bytes) -> SummaryRecord:
+        """Parse an authenticated record; a shape we did not write is an IntegrityError."""
+        try:
+            fields = json.loads(raw)
+            if fields.pop("format") != 1:
+                raise ValueError("format")
+            return cls(**fields)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            raise IntegrityError("row summary is not in a known format") from None
 
 
 def classify(observation: object) -> str:

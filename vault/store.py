@@ -56,7 +56,8 @@ _SELECT_ROW_BY_ID = (
     "WHERE id = ?"
 )
 _SELECT_TURN = (
-    "SELECT seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata FROM rows "
+    "SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "
+    "summaries.sealed FROM rows LEFT JOIN summaries ON summaries.seq = rows.seq "
     "WHERE owner_tag = ? AND turn_tag = ? AND expires_at > ?"
 )
 
@@ -178,10 +179,10 @@ class SqliteStore:
         found = self._query(_SELECT_ROW_BY_ID, (row_id,))
         return _header(found[0]) if found else None
 
-    def list_turn(self, owner_tag: bytes, turn_tag: bytes, now: float) -> list[RowHeader]:
-        """Unexpired rows of one owner's turn, with their sealed summaries."""
+    def list_turn(self, owner_tag: bytes, turn_tag: bytes, now: float) -> list[tuple[RowHeader, bytes | None]]:
+        """Unexpired rows of one owner's turn, each with its sealed summary (None if missing)."""
         found = self._query(_SELECT_TURN, (owner_tag, turn_tag, now))
-        return [_header(row) for row in found]
+        return [(_header(row[:-1]), row[-1]) for row in found]
 
     def read_summary(self, seq: int) -> bytes | None:
         """The sealed summary of row ``seq``."""

@@ -7,7 +7,6 @@ schema of ``entries``/``matches``/``results``-like lists, never their items, plu
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
 from vault.rowformat import Chunk
@@ -109,14 +108,3 @@ def _type_name(value: Any) -> str:
 
 def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def encode_summary(summary: str, retained: dict[str, Any]) -> bytes:
-    """Plaintext of the sealed summary record."""
-    return json.dumps({"summary": summary, "retained": retained}, ensure_ascii=False).encode("utf-8", "replace")
-
-
-def decode_summary(raw: bytes) -> tuple[str, dict[str, Any]]:
-    """Inverse of :func:`encode_summary` (on authenticated bytes)."""
-    document = json.loads(raw)
-    return document["summary"], document["retained"]
