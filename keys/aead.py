@@ -49,6 +49,15 @@ class Aead:
         except InvalidTag:
             raise IntegrityError("ciphertext failed authentication") from None
 
+    def open_into(self, nonce: bytes, sealed: bytes | memoryview, aad: bytes, out: memoryview) -> None:
+        """Like :meth:`open`, writing the plaintext into ``out`` (exactly ``len(sealed) - 16`` bytes)."""
+        if len(nonce) != NONCE_SIZE or len(sealed) < TAG_SIZE or len(out) != len(sealed) - TAG_SIZE:
+            raise IntegrityError("ciphertext failed authentication")
+        try:
+            self._cipher.decrypt_into(nonce, sealed, aad, out)
+        except InvalidTag:
+            raise IntegrityError("ciphertext failed authentication") from None
+
     def __repr__(self) -> str:
         return "<Aead AES-256-GCM>"
 

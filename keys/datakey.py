@@ -31,6 +31,10 @@ class DataKey:
         """Open chunk ``index``; a chunk moved, dropped, reordered or cut short fails here."""
         return self._aead.open(chunk_nonce(index, last), sealed, aad)
 
+    def open_chunk_into(self, index: int, last: bool, sealed: bytes, aad: bytes, out: memoryview) -> None:
+        """Open chunk ``index`` straight into ``out`` (a slice of the caller's buffer: no extra copy)."""
+        self._aead.open_into(chunk_nonce(index, last), sealed, aad, out)
+
     def seal_metadata(self, plaintext: bytes, aad: bytes) -> bytes:
         """Seal the row metadata with a fresh nonce in the metadata domain (it is re-sealed on extension)."""
         return self._seal_random(DOMAIN_META, plaintext, aad)

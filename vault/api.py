@@ -19,7 +19,7 @@ from typing import Any
 from keyring.backend import KeyringBackend
 
 from keys import DataKey, KeyManager, KeyringStore, OwnerKeyset, resolve_backend, tags_equal
-from keys.aead import random_bytes
+from keys.aead import TAG_SIZE, random_bytes
 from keys.envelope import RowContext, chunk_aad, context_digest, meta_aad, summary_aad, wrap_aad
 from keys.errors import IntegrityError, InvalidArgument, KeyUnavailable, NotFound
 from vault import paths
@@ -171,7 +171,7 @@ class Vault:
             self._integrity_failure(header)
             raise IntegrityError("a row's summary does not match its metadata")
         if metadata.content_kind == "binary":
-            content: Any = raw
+            content: Any = bytes(raw)
         else:
             text = raw.decode("utf-8", "replace")
             content = json.loads(text) if metadata.content_kind == "json" else text
@@ -280,7 +280,7 @@ class Vault:
         return data_key, metadata, context
 
     def _content(self, header: RowHeader, data_key: DataKey, metadata: Metadata, context: RowContext,
-                 digest: bytes, first: int, last: int) -> bytes:
+                 digest: bytes, first: int, last: int) -> bytearray:
         """Open chunks first..last; a missing, extra or altered chunk is an IntegrityError."""
         aad = chunk_aad(context, digest)
         final = len(metadata.chunk_units) - 1
@@ -288,14 +288,18 @@ class Vault:
         try:
             if [index for index, _ in sealed] != list(range(first, last + 1)):
                 raise IntegrityError("a content chunk is missing")
-            parts = [data_key.open_chunk(index, index == final, blob, aad) for index, blob in sealed]
-            for index, part in zip(range(first, last + 1), parts, strict=True):
-                if metadata.content_kind == "binary" and len(part) != metadata.chunk_units[index]:
+            plain = bytearray(sum(len(blob) - TAG_SIZE for _, blob in sealed if len(blob) >= TAG_SIZE))
+            view, offset = memoryview(plain), 0
+            for index, blob in sealed:
+                size = len(blob) - TAG_SIZE
+                if size < 0 or (metadata.content_kind == "binary" and size != metadata.chunk_units[index]):
                     raise IntegrityError("a content chunk has the wrong size")
+                data_key.open_chunk_into(index, index == final, blob, aad, view[offset:offset + size])
+                offset += size
         except IntegrityError:
             self._integrity_failure(header)
             raise
-        return b"".join(parts)
+        return plain
 
     def _summary(self, header: RowHeader, data_key: DataKey, context: RowContext,
                  sealed: bytes | None) -> SummaryRecord:
