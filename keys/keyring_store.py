@@ -10,7 +10,7 @@ import keyring
 from keyring.backend import KeyringBackend
 from keyring.errors import KeyringLocked, NoKeyringError, PasswordDeleteError
 
-from keys.errors import KeyUnavailable
+from keys.errors import InvalidArgument, KeyUnavailable
 
 REMEDY = (
     "on a Linux host without a desktop session, run a Secret Service such as GNOME Keyring "
@@ -40,7 +40,9 @@ def resolve_backend(backend: KeyringBackend | None) -> KeyringBackend:
         except Exception as error:  # keyring's own start-up can raise anything its config loads
             raise KeyUnavailable(f"the OS keyring could not be loaded ({type(error).__name__}); {REMEDY}") from None
     if not isinstance(backend, KeyringBackend):
-        raise KeyUnavailable(f"keyring_backend must be a keyring.backend.KeyringBackend instance; {REMEDY}")
+        if not auto:
+            raise InvalidArgument("keyring_backend must be a keyring.backend.KeyringBackend instance")
+        raise KeyUnavailable(f"keyring returned something that is not a KeyringBackend; {REMEDY}")
     for candidate in _children(backend):
         if _is_insecure(candidate):
             name = type(candidate).__module__ + "." + type(candidate).__name__

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -104,6 +105,8 @@ class Vault:
         json_text = encode_json(observation) if kind == "json" else None
         created_at = self._now()
         expires_at = created_at + ttl
+        if not created_at < expires_at < math.inf:
+            raise InvalidArgument("ttl_seconds is too small (or too large) to be represented at this time")
 
         user_id = principal.user_id
         index = self._keys.index_key()
@@ -377,9 +380,14 @@ def _check_principal(principal: object) -> None:
 
 
 def _check_time(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or abs(value) == float("inf"):
-        raise InvalidArgument("time must be a finite number of seconds")
-    return float(value)
+    if not isinstance(value, bool) and isinstance(value, int | float):
+        try:
+            seconds = float(value)
+        except OverflowError:
+            seconds = math.inf
+        if math.isfinite(seconds):
+            return seconds
+    raise InvalidArgument("time must be a finite number of seconds")
 
 
 def _digest(metadata: Metadata) -> bytes:

@@ -101,6 +101,12 @@ def _non_negative(value: object, name: str) -> int:
 
 def check_positive_setting(value: Any, name: str) -> float:
     """A positive, finite number for a Vault setting."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidArgument(f"{name} must be a positive, finite number")
-    return value
+    try:
+        seconds = float(value)
+    except OverflowError:
+        seconds = math.inf
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise InvalidArgument(f"{name} must be a positive, finite number")
+    return seconds

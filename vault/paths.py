@@ -29,7 +29,10 @@ def prepare(path: object) -> Path:
     if path is None:
         target = default_path()
     elif isinstance(path, str | os.PathLike):
-        raw = os.fspath(path)
+        try:
+            raw = os.fspath(path)
+        except Exception:  # a caller's __fspath__ may raise anything
+            raise InvalidArgument("path's __fspath__ failed") from None
         if not isinstance(raw, str) or not raw or "\x00" in raw or raw == ":memory:" or raw.startswith("file:"):
             raise InvalidArgument("path must name a database file")
         target = Path(raw)

@@ -125,15 +125,23 @@ def encode_text(text: str) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", text).encode("utf-8")
+        return clean_text(text).encode("utf-8")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (character offsets unchanged)."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def encode_json(value: dict[str, Any] | list[Any]) -> str:
     """The JSON text stored for a structured observation; non-JSON values are InvalidArgument."""
     check_json_value(value)
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-    if _SURROGATE.search(text):
-        text = json.dumps(value, ensure_ascii=True, allow_nan=False)  # escapes keep lone surrogates exact
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        if _SURROGATE.search(text):
+            text = json.dumps(value, ensure_ascii=True, allow_nan=False)  # escapes keep lone surrogates exact
+    except (ValueError, RecursionError):  # e.g. an int longer than Python converts to text (4,300 digits)
+        raise InvalidArgument("observation holds a value that cannot be written as JSON") from None
     return text
 
 
@@ -175,16 +183,25 @@ def text_pieces(observation: object) -> Iterator[bytes | memoryview]:
 def binary_pieces(observation: object) -> Iterator[bytes | memoryview]:
     """Byte pieces of a bytes-like object or a binary stream (read in bounded pieces, never whole)."""
     if isinstance(observation, bytes | bytearray | memoryview):
-        view = memoryview(observation)
-        yield view.cast("B") if view.c_contiguous else memoryview(view.tobytes())
+        yield byte_view(observation)
         return
     while True:
         piece = _read(observation, CHUNK_BYTES)
-        if not piece:
-            return
         if not isinstance(piece, bytes | bytearray | memoryview):
             raise InvalidArgument("a binary stream returned something other than bytes")
-        yield piece
+        view = byte_view(piece)
+        if not view:
+            return
+        yield view
+
+
+def byte_view(buffer: bytes | bytearray | memoryview) -> memoryview:
+    """A flat view of unsigned bytes over any bytes-like object (copied only when not contiguous)."""
+    try:
+        view = memoryview(buffer)
+        return view.cast("B") if view.c_contiguous else memoryview(view.tobytes())
+    except (ValueError, TypeError):  # e.g. a released memoryview
+        raise InvalidArgument("observation is not a usable bytes-like object") from None
 
 
 def _read(stream: Any, size: int) -> Any:
@@ -211,7 +228,7 @@ def _cut(pieces: Iterable[bytes | memoryview], text: bool) -> Iterator[bytes | m
     pending = bytearray()
     emitted = False
     for piece in pieces:
-        view = memoryview(piece).cast("B")
+        view = byte_view(piece)
         if pending:  # only streams leave a remainder; their pieces are small, so this copy is bounded
             view = memoryview(bytes(pending) + view)
             pending.clear()

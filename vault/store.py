@@ -9,6 +9,7 @@ SQLite runs in WAL mode with ``synchronous=FULL`` (a returned put survives power
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import urllib.parse
@@ -81,7 +82,7 @@ class SqliteStore:
     """One SQLite file; a connection per thread (WAL lets readers run beside the single writer)."""
 
     def __init__(self, path: Path) -> None:
-        self._uri = "file:" + urllib.parse.quote(str(path)) + "?mode=rw"
+        self._uri = "file:" + urllib.parse.quote(os.fsencode(path)) + "?mode=rw"  # bytes: any valid file name
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from vault.rowformat import Chunk
+from vault.rowformat import Chunk, clean_text
 
 EDGE_CHARS = 240  # characters shown from each end of long text
 WHOLE_TEXT_CHARS = 2 * EDGE_CHARS + 40  # up to this, the summary shows the text whole
@@ -43,7 +43,11 @@ class SummaryBuilder:
             self._tail = [*self._tail[-1:], chunk.data]
 
     def finish(self) -> tuple[str, dict[str, Any]]:
-        """The summary text and the retained scalars."""
+        """The summary text and the retained scalars, as valid Unicode (lone surrogates become U+FFFD)."""
+        summary, retained = self._finish()
+        return clean_text(summary), {k: clean_text(v) if isinstance(v, str) else v for k, v in retained.items()}
+
+    def _finish(self) -> tuple[str, dict[str, Any]]:
         if self._sha256 is not None:
             digest = self._sha256.hexdigest()[:16]
             return f"binary, {self._bytes:,} bytes, sha256 {digest}…", {"size": self._bytes, "sha256_prefix": digest}
