@@ -30,6 +30,10 @@ class IndexKey:
         """Tag of a turn within one owner: two owners' turns with the same name never share a tag."""
         return self._mac(encode_fields(b"scratchvault/turn-tag/v1", owner_tag, turn_id.encode()))
 
+    def check_value(self, vault_id: bytes) -> bytes:
+        """A commitment to this key, stored in the database to detect a keyring that swapped it."""
+        return self._mac(encode_fields(b"scratchvault/index-key-check/v1", vault_id))
+
     def _mac(self, message: bytes) -> bytes:
         return hmac.new(self._raw, message, hashlib.sha256).digest()
 

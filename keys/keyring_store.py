@@ -22,13 +22,17 @@ INSECURE_MODULE_PREFIXES = ("keyring.backends.fail", "keyring.backends.null", "k
 
 
 def _is_insecure(backend: KeyringBackend) -> bool:
-    module = type(backend).__module__
-    return any(module == p or module.startswith(p + ".") for p in INSECURE_MODULE_PREFIXES)
+    """Whether the backend's class, or any class it inherits from, is one of the refused backends."""
+    modules = {cls.__module__ for cls in type(backend).__mro__}
+    return any(m == p or m.startswith(p + ".") for m in modules for p in INSECURE_MODULE_PREFIXES)
 
 
 def _children(backend: KeyringBackend) -> list[KeyringBackend]:
     """The backends a chainer would fall through to (a plaintext one among them is as bad as alone)."""
-    return list(getattr(backend, "backends", None) or [backend])
+    try:
+        return list(getattr(backend, "backends", None) or [backend])
+    except Exception:  # a chainer's discovery can raise anything its plug-ins raise
+        raise KeyUnavailable(f"the keyring backend could not list the backends it chains; {REMEDY}") from None
 
 
 def resolve_backend(backend: KeyringBackend | None) -> KeyringBackend:

@@ -21,6 +21,7 @@ from keys.errors import IntegrityError, KeyUnavailable
 KEYSET_FORMAT = "scratchvault-keyset/1"
 WRAPPED_SIZE = NONCE_SIZE + KEY_SIZE + TAG_SIZE
 MAX_VERSION = 2**31 - 1
+MAX_ENTRY_CHARS = 1 << 20  # far above any real keyset; bounds what a lying keyring can make us parse
 MALFORMED = (
     "the keyring entry for this owner's keys is malformed (not a scratchvault keyset); "
     "restore it from the keyring backup"
@@ -75,8 +76,8 @@ class OwnerKeyset:
     def parse(cls, text: object) -> OwnerKeyset:
         """Parse a keyring entry strictly; anything unexpected is KeyUnavailable with the remedy."""
         try:
-            document = json.loads(text) if isinstance(text, str) else None
-        except ValueError:
+            document = json.loads(text) if isinstance(text, str) and len(text) <= MAX_ENTRY_CHARS else None
+        except (ValueError, RecursionError):
             document = None
         if not isinstance(document, dict) or document.get("format") != KEYSET_FORMAT:
             raise KeyUnavailable(MALFORMED)
@@ -114,8 +115,8 @@ def _parse_key(text: object) -> bytes:
 def parse_single_key(text: object, what: str) -> bytes:
     """Parse a keyring entry holding one base64 key (the index key)."""
     try:
-        document = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
+        document = json.loads(text) if isinstance(text, str) and len(text) <= MAX_ENTRY_CHARS else None
+    except (ValueError, RecursionError):
         document = None
     if not isinstance(document, dict) or document.get("format") != "scratchvault-key/1":
         raise KeyUnavailable(f"the keyring entry for the {what} is malformed; restore it from the keyring backup")

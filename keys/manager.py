@@ -2,13 +2,14 @@
 
 Keyring layout: service ``scratchvault/<vault_id hex>/index`` user ``index`` holds the index key; service
 ``scratchvault/<vault_id hex>/owner`` user ``<user_id>`` holds that owner's keyset. ``vault_id`` keeps two
-vaults on one keyring apart. Lookups are cached (bounded size and lifetime) and the cache is cleared on close;
-a keyset loaded from the keyring is checked against the key commitments the database recorded before use.
+vaults on one keyring apart. Lookups are cached (bounded size and lifetime) and the cache is cleared on close.
+Every key loaded from the keyring is checked against the commitments the database recorded for it (recorded
+on first sight): a keyring that returns a different or truncated key is KeyUnavailable, not "tampering".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Protocol
 
 from keys.aead import KEY_SIZE, random_bytes
 from keys.blind_index import IndexKey, tags_equal
@@ -19,16 +20,34 @@ from keys.keyring_store import KeyringStore
 from keys.keyset import OwnerKeyset, parse_single_key, serialize_single_key
 
 _INDEX = ("index",)
+_REPLACED = ("the OS keyring returned a different {what} than the one this vault recorded (the entry was "
+             "replaced, truncated, or this is another keyring); restore it from the keyring backup")
+
+
+class KeyCommitments(Protocol):
+    """Where the database keeps commitments to keys (the store implements it)."""
+
+    def owner_checks(self, owner_tag: bytes) -> dict[int, bytes]:
+        """Recorded commitments of one owner's key versions."""
+
+    def record_owner_check(self, owner_tag: bytes, version: int, value: bytes) -> None:
+        """Record a commitment (inside the caller's transaction if one is open)."""
+
+    def index_check(self) -> bytes | None:
+        """The recorded commitment of the index key."""
+
+    def record_index_check(self, value: bytes) -> None:
+        """Record the index key's commitment."""
 
 
 class KeyManager:
-    """Fetches, creates and caches this vault's keys in the OS keyring."""
+    """Fetches, creates, checks and caches this vault's keys in the OS keyring."""
 
-    def __init__(self, store: KeyringStore, vault_id: bytes, *, cache_ttl: float, cache_size: int,
-                 commitments: Callable[[bytes], dict[int, bytes]] | None = None) -> None:
+    def __init__(self, store: KeyringStore, vault_id: bytes, commitments: KeyCommitments, *, cache_ttl: float,
+                 cache_size: int) -> None:
         self._store = store
-        self._commitments = commitments
         self._vault_id = vault_id
+        self._commitments = commitments
         self._cache: KeyCache[object] = KeyCache(cache_size, cache_ttl)
         prefix = "scratchvault/" + vault_id.hex()
         self._index_service = prefix + "/index"
@@ -57,18 +76,20 @@ class KeyManager:
                 "over an existing vault"
             )
         key = IndexKey(parse_single_key(stored, "vault index key"))
+        recorded, check = self._commitments.index_check(), key.check_value(self._vault_id)
+        if recorded is None:
+            self._commitments.record_index_check(check)
+        elif not tags_equal(recorded, check):
+            raise KeyUnavailable(_REPLACED.format(what="index key"))
         self._cache.put(_INDEX, key)
         return key
 
-    def index_key_exists(self) -> bool:
-        """Whether the keyring holds an index key for this vault (used only when the database is new)."""
-        return self._store.get(self._index_service, "index") is not None
-
     def create_index_key(self) -> IndexKey:
-        """Make and store the index key of a new vault."""
+        """Make, store and record the index key of a new vault (inside the transaction that creates it)."""
         raw = random_bytes(KEY_SIZE)
         self._store.set(self._index_service, "index", serialize_single_key(raw))
         key = IndexKey(raw)
+        self._commitments.record_index_check(key.check_value(self._vault_id))
         self._cache.put(_INDEX, key)
         return key
 
@@ -83,32 +104,33 @@ class KeyManager:
             self._cache.invalidate(("owner", user_id))
             return None
         keyset = OwnerKeyset.parse(stored)
-        self._check_commitments(user_id, keyset)
+        self._check_owner_commitments(user_id, keyset)
         self._cache.put(("owner", user_id), keyset)
         return keyset
-
-    def _check_commitments(self, user_id: str, keyset: OwnerKeyset) -> None:
-        """Compare a freshly loaded keyset with the key commitments the database recorded for this owner."""
-        if self._commitments is None:
-            return
-        recorded = self._commitments(self.index_key().owner_tag(user_id))
-        for version in keyset.versions:
-            expected = recorded.get(version)
-            if expected is not None and not tags_equal(expected, self.key_check(keyset, version)):
-                raise KeyUnavailable(
-                    "the OS keyring returned a different key for this owner than the one this vault recorded "
-                    "(the keyring entry was replaced, or this is another keyring); restore it from the backup"
-                )
 
     def create_owner_keyset(self, user_id: str) -> OwnerKeyset:
-        """Make and store a keyset for an owner the vault has never seen (the caller holds the write lock)."""
+        """Make, store and record a keyset for a new owner (the caller holds the database write lock)."""
         keyset = OwnerKeyset.generate()
         self._store.set(self._owner_service, user_id, keyset.serialize())
+        owner_tag = self.index_key().owner_tag(user_id)
+        self._commitments.record_owner_check(owner_tag, keyset.primary, self._owner_check(keyset, keyset.primary))
         self._cache.put(("owner", user_id), keyset)
         return keyset
 
-    def key_check(self, keyset: OwnerKeyset, version: int) -> bytes:
-        """Commitment to one of ``keyset``'s versions, bound to this vault."""
+    def _check_owner_commitments(self, user_id: str, keyset: OwnerKeyset) -> None:
+        """Recorded versions must all be there and match; versions seen for the first time are recorded."""
+        owner_tag = self.index_key().owner_tag(user_id)
+        recorded = self._commitments.owner_checks(owner_tag)
+        if set(recorded) - set(keyset.versions):
+            raise KeyUnavailable(_REPLACED.format(what="keyset for this owner (a recorded key version is missing)"))
+        for version in keyset.versions:
+            check = self._owner_check(keyset, version)
+            if version not in recorded:
+                self._commitments.record_owner_check(owner_tag, version, check)
+            elif not tags_equal(recorded[version], check):
+                raise KeyUnavailable(_REPLACED.format(what="key for this owner"))
+
+    def _owner_check(self, keyset: OwnerKeyset, version: int) -> bytes:
         return keyset.check_value(version, self._vault_id)
 
     @staticmethod

@@ -83,10 +83,8 @@ class Vault:
         keyring_store = KeyringStore(resolve_backend(keyring_backend))
         store = SqliteStore(paths.prepare(path))
         try:
-            vault_id = _vault_id(store, keyring_store, key_cache_seconds, key_cache_size)
-            keys = KeyManager(keyring_store, vault_id, cache_ttl=key_cache_seconds, cache_size=key_cache_size,
-                              commitments=store.key_checks)
-            keys.index_key()  # fail now, not on first use, when this vault's index key is missing
+            keys = _key_manager(store, keyring_store, key_cache_seconds, key_cache_size)
+            keys.index_key()  # fail now, not on first use, when this vault's index key is missing or replaced
         except BaseException:
             store.close()
             raise
@@ -333,16 +331,15 @@ class Vault:
         keyset = self._keys.owner_keyset(user_id)
         if keyset is not None:
             return keyset
-        with self._store.transaction() as tx:  # the write lock serialises first-key creation across processes
+        with self._store.transaction():  # the write lock serialises first-key creation across processes
             keyset = self._keys.owner_keyset(user_id, refresh=True)
             if keyset is None:
-                if self._store.owner_has_rows(owner_tag) or self._store.key_checks(owner_tag):
+                if self._store.owner_has_rows(owner_tag) or self._store.owner_checks(owner_tag):
                     raise KeyUnavailable(
                         "the OS keyring holds no keys for an owner this vault already knows; restore the "
                         "keyring from backup (a new key would orphan that owner's rows)"
                     )
                 keyset = self._keys.create_owner_keyset(user_id)
-            self._store.add_key_check(tx, owner_tag, keyset.primary, self._keys.key_check(keyset, keyset.primary))
         return keyset
 
     # -- small helpers ---------------------------------------------------------------------------------
@@ -359,19 +356,19 @@ class Vault:
         log.warning("scratchvault: integrity failure on row %s (nothing was deleted)", header.row_id.hex())
 
 
-def _vault_id(store: SqliteStore, keyring: KeyringStore, cache_seconds: float, cache_size: int) -> bytes:
-    """This database's vault id; a new database gets one, and its index key, atomically."""
+def _key_manager(store: SqliteStore, keyring: KeyringStore, cache_seconds: float, cache_size: int) -> KeyManager:
+    """The key manager of this database; a new database gets its vault id and index key atomically."""
     existing = store.get_meta("vault_id")
     if existing is not None:
-        return existing
+        return KeyManager(keyring, existing, store, cache_ttl=cache_seconds, cache_size=cache_size)
     with store.transaction() as tx:
         existing = store.get_meta("vault_id")
         if existing is not None:
-            return existing
-        vault_id = random_bytes(16)
-        KeyManager(keyring, vault_id, cache_ttl=cache_seconds, cache_size=cache_size).create_index_key()
-        store.put_meta(tx, "vault_id", vault_id)
-    return vault_id
+            return KeyManager(keyring, existing, store, cache_ttl=cache_seconds, cache_size=cache_size)
+        keys = KeyManager(keyring, random_bytes(16), store, cache_ttl=cache_seconds, cache_size=cache_size)
+        keys.create_index_key()
+        store.put_meta(tx, "vault_id", keys.vault_id)
+    return keys
 
 
 def _check_principal(principal: object) -> None:

@@ -234,19 +234,24 @@ class SqliteStore:
         )[0]
         return {"rows": rows, "bytes": size, "expired_rows": expired}
 
-    # -- key commitments -------------------------------------------------------------------------------
-    def key_checks(self, owner_tag: bytes) -> dict[int, bytes]:
+    # -- key commitments (keys.manager.KeyCommitments) -------------------------------------------------
+    def owner_checks(self, owner_tag: bytes) -> dict[int, bytes]:
         """Stored key commitments of an owner, by version."""
         found = self._query("SELECT version, check_value FROM owner_keys WHERE owner_tag = ?", (owner_tag,))
         return {version: bytes(value) for version, value in found}
 
-    @staticmethod
-    def add_key_check(connection: sqlite3.Connection, owner_tag: bytes, version: int, value: bytes) -> None:
-        """Record the commitment of an owner's key version (inside a transaction)."""
-        connection.execute(
-            "INSERT OR IGNORE INTO owner_keys (owner_tag, version, check_value) VALUES (?, ?, ?)",
-            (owner_tag, version, value),
-        )
+    def record_owner_check(self, owner_tag: bytes, version: int, value: bytes) -> None:
+        """Record an owner key commitment (part of the open transaction, if any; else its own)."""
+        self._query("INSERT OR IGNORE INTO owner_keys (owner_tag, version, check_value) VALUES (?, ?, ?)",
+                    (owner_tag, version, value))
+
+    def index_check(self) -> bytes | None:
+        """The stored commitment of the index key."""
+        return self.get_meta("index_key_check")
+
+    def record_index_check(self, value: bytes) -> None:
+        """Record the index key commitment (part of the open transaction, if any; else its own)."""
+        self._query("INSERT OR IGNORE INTO meta (name, value) VALUES ('index_key_check', ?)", (value,))
 
 
 def _delete_seqs(connection: sqlite3.Connection, seqs: list[int]) -> None:
