@@ -13,7 +13,8 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -153,8 +154,9 @@ class Vault:
 
     def delete(self, principal: Principal, id: str) -> None:
         """Delete one of the caller's rows (NotFound for anything else); nothing readable stays behind."""
-        header, _, _, _ = self._open_row(principal, id)
-        self._store.delete_row(header.seq)
+        with self._integrity_guard(id):
+            header, _, _, _ = self._open_row(principal, id)
+            self._store.delete_row(header.seq)
 
     def gc(self, now: float | None = None) -> int:
         """Delete every row expired at ``now`` (default: the clock); returns how many were removed."""
@@ -164,47 +166,49 @@ class Vault:
     # -- reading ---------------------------------------------------------------------------------------
     def get(self, principal: Principal, id: str) -> Record:
         """The complete row, content decrypted (for the engine; a model reads through ``read``)."""
-        header, data_key, metadata, context = self._open_row(principal, id)
-        raw = self._content(header, data_key, metadata, context, _digest(metadata), 0, len(metadata.chunk_units) - 1)
-        record = self._summary(header, data_key, context, self._store.read_summary(header.seq))
-        if (record.step_num, record.executor_name, record.content_kind, record.size_units) != (
-                metadata.step_num, metadata.executor_name, metadata.content_kind, metadata.size_units):
-            self._integrity_failure(header)
-            raise IntegrityError("a row's summary does not match its metadata")
-        if metadata.content_kind == "binary":
-            content: Any = bytes(raw)
-        else:
-            text = raw.decode("utf-8", "replace")
-            content = json.loads(text) if metadata.content_kind == "json" else text
-        self._count("reads")
-        return Record(
-            id=header.row_id.hex(), owner=Principal(metadata.user_id, metadata.actor, metadata.channel),
-            turn_id=metadata.turn_id, step_num=metadata.step_num, executor_name=metadata.executor_name,
-            content_kind=metadata.content_kind, content=content, size_bytes=metadata.size_bytes,
-            summary=record.summary, retained=record.retained, created_at=metadata.created_at,
-            expires_at=metadata.expires_at, key_version=header.key_version,
-        )
+        with self._integrity_guard(id):
+            header, data_key, metadata, context = self._open_row(principal, id)
+            last = len(metadata.chunk_units) - 1
+            raw = self._content(header, data_key, metadata, context, _digest(metadata), 0, last)
+            record = self._summary(header, data_key, context, self._store.read_summary(header.seq))
+            if (record.step_num, record.executor_name, record.content_kind, record.size_units) != (
+                    metadata.step_num, metadata.executor_name, metadata.content_kind, metadata.size_units):
+                raise IntegrityError("a row's summary does not match its metadata")
+            if metadata.content_kind == "binary":
+                content: Any = bytes(raw)
+            else:
+                text = raw.decode("utf-8", "replace")
+                content = json.loads(text) if metadata.content_kind == "json" else text
+            self._count("reads")
+            return Record(
+                id=header.row_id.hex(), owner=Principal(metadata.user_id, metadata.actor, metadata.channel),
+                turn_id=metadata.turn_id, step_num=metadata.step_num, executor_name=metadata.executor_name,
+                content_kind=metadata.content_kind, content=content, size_bytes=metadata.size_bytes,
+                summary=record.summary, retained=record.retained, created_at=metadata.created_at,
+                expires_at=metadata.expires_at, key_version=header.key_version,
+            )
 
     def read(self, principal: Principal, id: str, mode: str = "head", n: int = 2000, start: int | None = None,
              end: int | None = None) -> ReadResult:
         """A slice of a row, at most ``max_read`` units, decrypting only the chunks that hold it."""
         mode, n, start, end = check_read_args(mode, n, start, end)
-        header, data_key, metadata, context = self._open_row(principal, id)
-        wanted = plan(mode, n, start, end, metadata.size_units, self.max_read)
-        content = ""
-        if wanted.end > wanted.start:
-            first, last, offset = chunk_span(metadata.chunk_units, wanted.start, wanted.end)
-            raw = self._content(header, data_key, metadata, context, _digest(metadata), first, last)
-            if metadata.content_kind == "binary":
-                content = base64.b64encode(raw[wanted.start - offset:wanted.end - offset]).decode()
-            else:
-                content = raw.decode("utf-8", "replace")[wanted.start - offset:wanted.end - offset]
-        self._count("reads")
-        return ReadResult(
-            id=header.row_id.hex(), content=content, content_kind=metadata.content_kind, mode=mode,
-            full_size=metadata.size_units, returned_size=wanted.end - wanted.start, truncated=wanted.truncated,
-            start=wanted.start, end=wanted.end,
-        )
+        with self._integrity_guard(id):
+            header, data_key, metadata, context = self._open_row(principal, id)
+            wanted = plan(mode, n, start, end, metadata.size_units, self.max_read)
+            content = ""
+            if wanted.end > wanted.start:
+                first, last, offset = chunk_span(metadata.chunk_units, wanted.start, wanted.end)
+                raw = self._content(header, data_key, metadata, context, _digest(metadata), first, last)
+                if metadata.content_kind == "binary":
+                    content = base64.b64encode(raw[wanted.start - offset:wanted.end - offset]).decode()
+                else:
+                    content = raw.decode("utf-8", "replace")[wanted.start - offset:wanted.end - offset]
+            self._count("reads")
+            return ReadResult(
+                id=header.row_id.hex(), content=content, content_kind=metadata.content_kind, mode=mode,
+                full_size=metadata.size_units, returned_size=wanted.end - wanted.start, truncated=wanted.truncated,
+                start=wanted.start, end=wanted.end,
+            )
 
     def list_for_turn(self, principal: Principal, turn_id: str) -> list[Representation]:
         """Representations of the caller's unexpired rows in a turn, by step number; summaries only."""
@@ -213,12 +217,13 @@ class Vault:
         user_id = principal.user_id
         index = self._keys.index_key()
         owner_tag = index.owner_tag(user_id)
-        found = []
-        for header, sealed in self._store.list_turn(owner_tag, index.turn_tag(owner_tag, turn_id), self._now()):
-            context = RowContext(self._keys.vault_id, header.row_id)
-            data_key = self._unwrap(user_id, header, context)
-            found.append(_representation(header, self._summary(header, data_key, context, sealed)))
-        return sorted(found, key=lambda rep: (rep.step_num, rep.created_at))
+        with self._integrity_guard():
+            found = []
+            for header, sealed in self._store.list_turn(owner_tag, index.turn_tag(owner_tag, turn_id), self._now()):
+                context = RowContext(self._keys.vault_id, header.row_id)
+                data_key = self._unwrap(user_id, header, context)
+                found.append(_representation(header, self._summary(header, data_key, context, sealed)))
+            return sorted(found, key=lambda rep: (rep.step_num, rep.created_at))
 
     def stats(self) -> dict[str, Any]:
         """Counts of rows and bytes stored, expired-but-uncollected rows, and this process's counters."""
@@ -258,26 +263,17 @@ class Vault:
     def _unwrap(self, user_id: str, header: RowHeader, context: RowContext) -> DataKey:
         """Unwrap the data key of a row whose ownership was already checked (it only unwraps for its owner)."""
         keyset = self._keyset_for_read(user_id, header)
-        try:
-            return keyset.unwrap(header.key_version, header.wrapped_key, wrap_aad(context, user_id, header.key_version))
-        except IntegrityError:
-            self._integrity_failure(header)
-            raise
+        return keyset.unwrap(header.key_version, header.wrapped_key, wrap_aad(context, user_id, header.key_version))
 
     def _unseal(self, user_id: str, header: RowHeader) -> tuple[DataKey, Metadata, RowContext]:
         """Unwrap the data key and open the metadata of a row whose ownership was already checked."""
         context = RowContext(self._keys.vault_id, header.row_id)
         data_key = self._unwrap(user_id, header, context)
-        try:
-            metadata = Metadata.decode(data_key.open_metadata(
-                header.metadata,
-                meta_aad(context, header.owner_tag, header.turn_tag, header.expires_at, header.size_bytes)))
-            if (metadata.user_id != user_id or metadata.expires_at != header.expires_at
-                    or metadata.size_bytes != header.size_bytes):
-                raise IntegrityError("row metadata does not match the stored row")
-        except IntegrityError:
-            self._integrity_failure(header)
-            raise
+        aad = meta_aad(context, header.owner_tag, header.turn_tag, header.expires_at, header.size_bytes)
+        metadata = Metadata.decode(data_key.open_metadata(header.metadata, aad))
+        if (metadata.user_id != user_id or metadata.expires_at != header.expires_at
+                or metadata.size_bytes != header.size_bytes):
+            raise IntegrityError("row metadata does not match the stored row")
         return data_key, metadata, context
 
     def _content(self, header: RowHeader, data_key: DataKey, metadata: Metadata, context: RowContext,
@@ -286,33 +282,25 @@ class Vault:
         aad = chunk_aad(context, digest)
         final = len(metadata.chunk_units) - 1
         sealed = self._store.read_chunks(header.seq, first, last)
-        try:
-            if [index for index, _ in sealed] != list(range(first, last + 1)):
-                raise IntegrityError("a content chunk is missing")
-            plain = bytearray(sum(len(blob) - TAG_SIZE for _, blob in sealed if len(blob) >= TAG_SIZE))
-            view, offset = memoryview(plain), 0
-            for index, blob in sealed:
-                size = len(blob) - TAG_SIZE
-                if size < 0 or (metadata.content_kind == "binary" and size != metadata.chunk_units[index]):
-                    raise IntegrityError("a content chunk has the wrong size")
-                data_key.open_chunk_into(index, index == final, blob, aad, view[offset:offset + size])
-                offset += size
-        except IntegrityError:
-            self._integrity_failure(header)
-            raise
+        if [index for index, _ in sealed] != list(range(first, last + 1)):
+            raise IntegrityError("a content chunk is missing")
+        plain = bytearray(sum(len(blob) - TAG_SIZE for _, blob in sealed if len(blob) >= TAG_SIZE))
+        view, offset = memoryview(plain), 0
+        for index, blob in sealed:
+            size = len(blob) - TAG_SIZE
+            if size < 0 or (metadata.content_kind == "binary" and size != metadata.chunk_units[index]):
+                raise IntegrityError("a content chunk has the wrong size")
+            data_key.open_chunk_into(index, index == final, blob, aad, view[offset:offset + size])
+            offset += size
         return plain
 
     def _summary(self, header: RowHeader, data_key: DataKey, context: RowContext,
                  sealed: bytes | None) -> SummaryRecord:
         """Open a row's summary record (bound to the row's clear columns like the metadata)."""
-        try:
-            if sealed is None:
-                raise IntegrityError("a row's summary is missing")
-            aad = summary_aad(context, header.owner_tag, header.turn_tag, header.expires_at, header.size_bytes)
-            return SummaryRecord.decode(data_key.open_summary(sealed, aad))
-        except IntegrityError:
-            self._integrity_failure(header)
-            raise
+        if sealed is None:
+            raise IntegrityError("a row's summary is missing")
+        aad = summary_aad(context, header.owner_tag, header.turn_tag, header.expires_at, header.size_bytes)
+        return SummaryRecord.decode(data_key.open_summary(sealed, aad))
 
     # -- owner keys ------------------------------------------------------------------------------------
     def _keyset_for_read(self, user_id: str, header: RowHeader) -> OwnerKeyset:
@@ -350,10 +338,17 @@ class Vault:
         with self._counter_lock:
             self._counters[name] += 1
 
-    def _integrity_failure(self, header: RowHeader) -> None:
-        """Count and log; never delete (a wrong key must not look like an expired row)."""
-        self._count("integrity_failures")
-        log.warning("scratchvault: integrity failure on row %s (nothing was deleted)", header.row_id.hex())
+    @contextmanager
+    def _integrity_guard(self, id: object = None) -> Iterator[None]:
+        """Count and log every IntegrityError of a read-side call. Never delete: a wrong key or a damaged
+        row must not look like an expired one (an agent store once erased a user's history that way)."""
+        try:
+            yield
+        except IntegrityError:
+            self._count("integrity_failures")
+            row = id if isinstance(id, str) and parse_row_id(id) is not None else "-"
+            log.warning("scratchvault: integrity failure (row %s); nothing was deleted", row)
+            raise
 
 
 def _key_manager(store: SqliteStore, keyring: KeyringStore, cache_seconds: float, cache_size: int) -> KeyManager:

@@ -47,9 +47,11 @@ def prepare(path: object) -> Path:
 
 
 def _prepare_directory(directory: Path) -> None:
-    if not directory.exists():
+    missing = [level for level in (directory, *directory.parents) if not level.exists()]
+    for level in reversed(missing):  # each level we create is 0700, whatever the umask
         try:
-            directory.mkdir(mode=0o700, parents=True)
+            level.mkdir(mode=0o700)
+            os.chmod(level, 0o700)
         except FileExistsError:
             pass
         except OSError as error:

@@ -22,6 +22,7 @@ from keys.envelope import MAX_CHUNKS
 from keys.errors import IntegrityError, StorageError
 
 SCHEMA_VERSION = 1
+MAX_KEY_VERSION = 2**31 - 1
 CHUNK_SHIFT = MAX_CHUNKS.bit_length() - 1  # 20: chunk key = seq << 20 | index
 GC_BATCH = 2000
 _SCHEMA = """
@@ -183,12 +184,12 @@ class SqliteStore:
     def list_turn(self, owner_tag: bytes, turn_tag: bytes, now: float) -> list[tuple[RowHeader, bytes | None]]:
         """Unexpired rows of one owner's turn, each with its sealed summary (None if missing)."""
         found = self._query(_SELECT_TURN, (owner_tag, turn_tag, now))
-        return [(_header(row[:-1]), row[-1]) for row in found]
+        return [(_header(row[:-1]), None if row[-1] is None else _blob(row[-1])) for row in found]
 
     def read_summary(self, seq: int) -> bytes | None:
         """The sealed summary of row ``seq``."""
         found = self._query("SELECT sealed FROM summaries WHERE seq = ?", (seq,))
-        return bytes(found[0][0]) if found else None
+        return _blob(found[0][0]) if found else None
 
     def read_chunks(self, seq: int, first: int, last: int) -> list[tuple[int, bytes]]:
         """Sealed chunks ``first..last`` (inclusive) of row ``seq``, as (index, sealed), in order."""
@@ -196,7 +197,7 @@ class SqliteStore:
         found = self._query(
             "SELECT pos, sealed FROM chunks WHERE pos BETWEEN ? AND ? ORDER BY pos", (base + first, base + last)
         )
-        return [(pos - base, bytes(sealed)) for pos, sealed in found]
+        return [(pos - base, _blob(sealed)) for pos, sealed in found]
 
     def owner_has_rows(self, owner_tag: bytes) -> bool:
         """Whether any row (expired or not) belongs to this owner tag."""
@@ -262,13 +263,19 @@ def _delete_seqs(connection: sqlite3.Connection, seqs: list[int]) -> None:
 
 
 def _header(row: tuple) -> RowHeader:
+    """A row as stored; a column of the wrong type or range (only a writer of the file makes one) is tampering."""
     seq, row_id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata = row
-    if not (isinstance(row_id, bytes) and isinstance(owner_tag, bytes) and isinstance(wrapped_key, bytes)
-            and isinstance(metadata, bytes) and type(key_version) is int and type(size_bytes) is int
-            and isinstance(expires_at, float | int)):
+    if not (type(key_version) is int and 1 <= key_version <= MAX_KEY_VERSION and type(size_bytes) is int
+            and 0 <= size_bytes < 2**63 and type(expires_at) in (int, float)):
         raise IntegrityError("a stored row has columns of the wrong type")
-    return RowHeader(seq, row_id, owner_tag, bytes(turn_tag), key_version, float(expires_at), size_bytes,
-                     wrapped_key, metadata)
+    return RowHeader(seq, _blob(row_id), _blob(owner_tag), _blob(turn_tag), key_version, float(expires_at),
+                     size_bytes, _blob(wrapped_key), _blob(metadata))
+
+
+def _blob(value: object) -> bytes:
+    if not isinstance(value, bytes):
+        raise IntegrityError("a stored column that holds bytes holds something else")
+    return value
 
 
 _CORRUPT = ("malformed", "not a database", "corrupt", "file is encrypted")
