@@ -148,7 +148,7 @@ class SqliteStore:
     def get_meta(self, name: str) -> bytes | None:
         """A value from the meta table."""
         found = self._query("SELECT value FROM meta WHERE name = ?", (name,))
-        return bytes(found[0][0]) if found else None
+        return _blob(found[0][0]) if found else None
 
     @staticmethod
     def put_meta(connection: sqlite3.Connection, name: str, value: bytes) -> None:
@@ -239,7 +239,7 @@ class SqliteStore:
     def owner_checks(self, owner_tag: bytes) -> dict[int, bytes]:
         """Stored key commitments of an owner, by version."""
         found = self._query("SELECT version, check_value FROM owner_keys WHERE owner_tag = ?", (owner_tag,))
-        return {version: bytes(value) for version, value in found}
+        return {version: _blob(value) for version, value in found}
 
     def record_owner_check(self, owner_tag: bytes, version: int, value: bytes) -> None:
         """Record an owner key commitment (part of the open transaction, if any; else its own)."""
