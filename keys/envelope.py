@@ -43,29 +43,34 @@ class RowContext:
     vault_id: bytes
     row_id: bytes
 
-    def _label(self, purpose: bytes) -> bytes:
-        return b"scratchvault/" + purpose + b"/v%d" % FORMAT_VERSION
+
+
+def _label(purpose: bytes) -> bytes:
+    return b"scratchvault/" + purpose + b"/v%d" % FORMAT_VERSION
+
+
+_WRAP, _META, _SUMMARY, _CHUNK, _CONTEXT = map(_label, (b"wrap", b"meta", b"summary", b"chunk", b"context"))
 
 
 def wrap_aad(ctx: RowContext, user_id: str, key_version: int) -> bytes:
     """AAD of a wrapped data key: the DEK only unwraps for this vault, row, owner and key version."""
-    return encode_fields(ctx._label(b"wrap"), ctx.vault_id, ctx.row_id, user_id.encode(), _u64(key_version))
+    return encode_fields(_WRAP, ctx.vault_id, ctx.row_id, user_id.encode(), _u64(key_version))
 
 
 def meta_aad(ctx: RowContext, owner_tag: bytes, turn_tag: bytes, expires_at: float, size_bytes: int) -> bytes:
     """AAD of the metadata: binds the clear columns the store indexes and sweeps on."""
-    return _clear_columns_aad(ctx, b"meta", owner_tag, turn_tag, expires_at, size_bytes)
+    return _clear_columns_aad(ctx, _META, owner_tag, turn_tag, expires_at, size_bytes)
 
 
 def summary_aad(ctx: RowContext, owner_tag: bytes, turn_tag: bytes, expires_at: float, size_bytes: int) -> bytes:
     """AAD of the summary record: the same clear columns as the metadata, under its own label."""
-    return _clear_columns_aad(ctx, b"summary", owner_tag, turn_tag, expires_at, size_bytes)
+    return _clear_columns_aad(ctx, _SUMMARY, owner_tag, turn_tag, expires_at, size_bytes)
 
 
-def _clear_columns_aad(ctx: RowContext, purpose: bytes, owner_tag: bytes, turn_tag: bytes, expires_at: float,
+def _clear_columns_aad(ctx: RowContext, label: bytes, owner_tag: bytes, turn_tag: bytes, expires_at: float,
                        size_bytes: int) -> bytes:
     return encode_fields(
-        ctx._label(purpose), ctx.vault_id, ctx.row_id, owner_tag, turn_tag,
+        label, ctx.vault_id, ctx.row_id, owner_tag, turn_tag,
         struct.pack(">d", expires_at), _u64(size_bytes),
     )
 
@@ -73,14 +78,14 @@ def _clear_columns_aad(ctx: RowContext, purpose: bytes, owner_tag: bytes, turn_t
 def chunk_aad(ctx: RowContext, context_digest: bytes) -> bytes:
     """AAD of every content chunk: this row and its immutable context (see context_digest); position is in
     the nonce."""
-    return encode_fields(ctx._label(b"chunk"), ctx.vault_id, ctx.row_id, context_digest)
+    return encode_fields(_CHUNK, ctx.vault_id, ctx.row_id, context_digest)
 
 
 def context_digest(user_id: str, turn_id: str, step_num: int, executor_name: str, content_kind: str) -> bytes:
     """SHA-256 over the row's immutable context, so every chunk is bound to all of it."""
     return hashlib.sha256(
         encode_fields(
-            b"scratchvault/context/v%d" % FORMAT_VERSION,
+            _CONTEXT,
             user_id.encode(), turn_id.encode(), _u64(step_num), executor_name.encode(), content_kind.encode(),
         )
     ).digest()
