@@ -52,7 +52,10 @@ class DataKey:
         return self._open_random(DOMAIN_SUMMARY, blob, aad)
 
     def _seal_random(self, domain: int, plaintext: bytes, aad: bytes) -> bytes:
-        nonce = random_nonce(domain)
+        return self._seal_with_nonce(random_nonce(domain), plaintext, aad)
+
+    def _seal_with_nonce(self, nonce: bytes, plaintext: bytes, aad: bytes) -> bytes:
+        """Test seam for the frozen row-format vectors: the public path always draws ``nonce`` at random."""
         return nonce + self._aead.seal(nonce, plaintext, aad)
 
     def _open_random(self, domain: int, blob: bytes, aad: bytes) -> bytes:

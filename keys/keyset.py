@@ -50,7 +50,10 @@ class OwnerKeyset:
 
     def wrap(self, data_key: DataKey, aad: bytes) -> bytes:
         """Wrap ``data_key`` under the primary version with a random nonce: nonce || ct || tag."""
-        nonce = random_bytes(NONCE_SIZE)
+        return self._wrap_with_nonce(data_key, aad, random_bytes(NONCE_SIZE))
+
+    def _wrap_with_nonce(self, data_key: DataKey, aad: bytes, nonce: bytes) -> bytes:
+        """Test seam for the frozen row-format vectors: the public path always draws ``nonce`` at random."""
         return nonce + self._ciphers[self.primary].seal(nonce, data_key._raw, aad)
 
     def unwrap(self, version: int, wrapped: bytes, aad: bytes) -> DataKey:

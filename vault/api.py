@@ -8,6 +8,7 @@ fetch the owner's key, unwrap the data key and open the metadata. Nothing is dec
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import logging
 import math
@@ -157,6 +158,38 @@ class Vault:
         with self._integrity_guard(id):
             header, _, _, _ = self._open_row(principal, id)
             self._store.delete_row(header.seq)
+
+    def extend_turn(self, principal: Principal, turn_id: str, ttl_seconds: float) -> int:
+        """Make the caller's live rows of a turn live at least ``ttl_seconds`` more (a resumed dialog); returns
+        how many were extended. Expired rows stay expired; no lifetime is shortened."""
+        _check_principal(principal)
+        check_identifier(turn_id, "turn_id")
+        ttl = check_ttl(ttl_seconds, self.max_ttl_seconds)
+        now = self._now()
+        expires_at = now + ttl
+        if not now < expires_at < math.inf:
+            raise InvalidArgument("ttl_seconds is too small (or too large) to be represented at this time")
+        user_id = principal.user_id
+        index = self._keys.index_key()
+        owner_tag = index.owner_tag(user_id)
+        extended = 0
+        with self._integrity_guard(), self._store.transaction() as tx:
+            for header, sealed in self._store.list_turn(owner_tag, index.turn_tag(owner_tag, turn_id), now):
+                if header.expires_at >= expires_at:
+                    continue
+                data_key, metadata, context = self._unseal(user_id, header)
+                record = self._summary(header, data_key, context, sealed)
+                metadata = dataclasses.replace(metadata, expires_at=expires_at)
+                # expiry is in both AADs, so both are sealed again, each under a fresh random nonce
+                self._store.update_expiry(
+                    tx, header.seq, expires_at,
+                    data_key.seal_metadata(metadata.encode(), meta_aad(
+                        context, header.owner_tag, header.turn_tag, expires_at, header.size_bytes)),
+                    data_key.seal_summary(record.encode(), summary_aad(
+                        context, header.owner_tag, header.turn_tag, expires_at, header.size_bytes)),
+                )
+                extended += 1
+        return extended
 
     def gc(self, now: float | None = None) -> int:
         """Delete every row expired at ``now`` (default: the clock); returns how many were removed."""

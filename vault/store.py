@@ -199,6 +199,13 @@ class SqliteStore:
         )
         return [(pos - base, _blob(sealed)) for pos, sealed in found]
 
+    @staticmethod
+    def update_expiry(connection: sqlite3.Connection, seq: int, expires_at: float, metadata: bytes,
+                      sealed_summary: bytes) -> None:
+        """Give row ``seq`` a new expiry with its re-sealed metadata and summary (inside a transaction)."""
+        connection.execute("UPDATE rows SET expires_at = ?, metadata = ? WHERE seq = ?", (expires_at, metadata, seq))
+        connection.execute("UPDATE summaries SET sealed = ? WHERE seq = ?", (sealed_summary, seq))
+
     def owner_has_rows(self, owner_tag: bytes) -> bool:
         """Whether any row (expired or not) belongs to this owner tag."""
         return bool(self._query("SELECT 1 FROM rows WHERE owner_tag = ? LIMIT 1", (owner_tag,)))
