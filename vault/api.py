@@ -155,9 +155,10 @@ class Vault:
 
     def delete(self, principal: Principal, id: str) -> None:
         """Delete one of the caller's rows (NotFound for anything else); nothing readable stays behind."""
-        with self._integrity_guard(id):
+        with self._integrity_guard(id), self._store.snapshot():
             header, _, _, _ = self._open_row(principal, id)
-            self._store.delete_row(header.seq)
+        if not self._store.delete_row(header.seq, header.row_id):
+            raise NotFound()  # deleted by someone else between the check and the delete
 
     def extend_turn(self, principal: Principal, turn_id: str, ttl_seconds: float) -> int:
         """Make the caller's live rows of a turn live at least ``ttl_seconds`` more (a resumed dialog); returns
@@ -199,7 +200,7 @@ class Vault:
     # -- reading ---------------------------------------------------------------------------------------
     def get(self, principal: Principal, id: str) -> Record:
         """The complete row, content decrypted (for the engine; a model reads through ``read``)."""
-        with self._integrity_guard(id):
+        with self._integrity_guard(id), self._store.snapshot():
             header, data_key, metadata, context = self._open_row(principal, id)
             last = len(metadata.chunk_units) - 1
             raw = self._content(header, data_key, metadata, context, _digest(metadata), 0, last)
@@ -225,7 +226,7 @@ class Vault:
              end: int | None = None) -> ReadResult:
         """A slice of a row, at most ``max_read`` units, decrypting only the chunks that hold it."""
         mode, n, start, end = check_read_args(mode, n, start, end)
-        with self._integrity_guard(id):
+        with self._integrity_guard(id), self._store.snapshot():
             header, data_key, metadata, context = self._open_row(principal, id)
             wanted = plan(mode, n, start, end, metadata.size_units, self.max_read)
             content = ""
@@ -250,7 +251,7 @@ class Vault:
         user_id = principal.user_id
         index = self._keys.index_key()
         owner_tag = index.owner_tag(user_id)
-        with self._integrity_guard():
+        with self._integrity_guard(), self._store.snapshot():
             found = []
             for header, sealed in self._store.list_turn(owner_tag, index.turn_tag(owner_tag, turn_id), self._now()):
                 context = RowContext(self._keys.vault_id, header.row_id)
@@ -393,6 +394,9 @@ def _key_manager(store: SqliteStore, keyring: KeyringStore, cache_seconds: float
         existing = store.get_meta("vault_id")
         if existing is not None:
             return KeyManager(keyring, existing, store, cache_ttl=cache_seconds, cache_size=cache_size)
+        if not store.is_empty():
+            raise IntegrityError("the database holds rows or keys but no vault id; refusing to start a new vault "
+                                 "over them (restore the database from backup)")
         keys = KeyManager(keyring, random_bytes(16), store, cache_ttl=cache_seconds, cache_size=cache_size)
         keys.create_index_key()
         store.put_meta(tx, "vault_id", keys.vault_id)

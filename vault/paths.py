@@ -1,9 +1,11 @@
 """Where the database lives, and refusing places other accounts could tamper with.
 
 The file is created 0600 by us before SQLite opens it, because SQLite gives the -wal and -shm files the
-database file's mode. A directory we create is 0700. A database, -wal, -shm or directory that is writable by
-group or others, owned by another account, or a symlinked database file is refused: whoever can write there
-can swap the file under us.
+database file's mode. Directories we create are 0700. Refused (UnsafeStorage): a database, -wal, -shm or
+directory writable by group or others or owned by another account; an ancestor directory another account
+could rename or replace (writable by others without the sticky bit, or owned by someone other than us or
+root); a symlinked database file. The file's identity is recorded at open and checked again before every
+new connection, so a file swapped later is not followed.
 """
 
 from __future__ import annotations
@@ -26,24 +28,64 @@ def default_path() -> Path:
 
 def prepare(path: object) -> Path:
     """Validate (and if new, create) the database file and its directory; returns the absolute path."""
-    if path is None:
-        target = default_path()
-    elif isinstance(path, str | os.PathLike):
-        try:
-            raw = os.fspath(path)
-        except Exception:  # a caller's __fspath__ may raise anything
-            raise InvalidArgument("path's __fspath__ failed") from None
-        if not isinstance(raw, str) or not raw or "\x00" in raw or raw == ":memory:" or raw.startswith("file:"):
-            raise InvalidArgument("path must name a database file")
-        target = Path(raw)
-    else:
-        raise InvalidArgument(f"path must be a str or os.PathLike, not {type(path).__name__}")
-    target = Path(os.path.abspath(target))
-    _prepare_directory(target.parent)
-    _create_file(target)
-    for candidate in (target, Path(f"{target}-wal"), Path(f"{target}-shm")):
-        check_file(candidate)
+    target = Path(os.path.abspath(_as_path(path)))
+    try:
+        _check_ancestors(target.parent)
+        _prepare_directory(target.parent)
+        _create_file(target)
+        for candidate in (target, Path(f"{target}-wal"), Path(f"{target}-shm")):
+            check_file(candidate)
+    except OSError as error:
+        raise UnsafeStorage(f"cannot use the database path ({error.strerror or type(error).__name__})") from None
     return target
+
+
+def identity(path: Path) -> tuple[int, int]:
+    """(device, inode) of the database file, to recognise it later."""
+    try:
+        info = os.lstat(path)
+    except OSError as error:
+        raise UnsafeStorage(f"cannot use the database path ({error.strerror})") from None
+    return info.st_dev, info.st_ino
+
+
+def check_identity(path: Path, expected: tuple[int, int]) -> None:
+    """Refuse to connect again if the file at ``path`` is no longer the one opened (or became a symlink)."""
+    try:
+        check_file(path)
+        same = identity(path) == expected
+    except OSError:
+        same = False
+    if not same:
+        raise UnsafeStorage("refusing the database file: it was replaced after the vault opened it")
+
+
+def _as_path(path: object) -> Path:
+    if path is None:
+        return default_path()
+    if not isinstance(path, str | os.PathLike):
+        raise InvalidArgument(f"path must be a str or os.PathLike, not {type(path).__name__}")
+    try:
+        raw = os.fspath(path)
+    except Exception:  # a caller's __fspath__ may raise anything
+        raise InvalidArgument("path's __fspath__ failed") from None
+    if not isinstance(raw, str) or not raw or "\x00" in raw or raw == ":memory:" or raw.startswith("file:"):
+        raise InvalidArgument("path must name a database file")
+    return Path(raw)
+
+
+def _check_ancestors(directory: Path) -> None:
+    """Every existing ancestor must be ours or root's, and not writable by others unless sticky (like /tmp)."""
+    for ancestor in directory.parents:
+        if not ancestor.exists():
+            continue  # made by _prepare_directory, 0700
+        info = ancestor.stat()
+        sticky = info.st_mode & stat.S_ISVTX
+        if info.st_uid not in (os.geteuid(), 0) or (info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not sticky):
+            raise UnsafeStorage(
+                f"refusing the database path: its ancestor {ancestor} could be replaced by another account "
+                f"(owned by another user, or writable by group or others without the sticky bit)"
+            )
 
 
 def _prepare_directory(directory: Path) -> None:
@@ -54,8 +96,6 @@ def _prepare_directory(directory: Path) -> None:
             os.chmod(level, 0o700)
         except FileExistsError:
             pass
-        except OSError as error:
-            raise UnsafeStorage(f"cannot create the database directory ({error.strerror})") from None
     info = directory.stat()
     if not stat.S_ISDIR(info.st_mode):
         raise InvalidArgument("the database path's parent is not a directory")
@@ -68,8 +108,6 @@ def _create_file(target: Path) -> None:
         descriptor = os.open(target, flags, 0o600)
     except FileExistsError:
         return  # existing (or just made by another process): checked below like any existing file
-    except OSError as error:
-        raise UnsafeStorage(f"cannot create the database file ({error.strerror})") from None
     try:
         os.fchmod(descriptor, 0o600)
     finally:

@@ -20,8 +20,10 @@ from pathlib import Path
 
 from keys.envelope import MAX_CHUNKS
 from keys.errors import IntegrityError, StorageError
+from vault import paths
 
 SCHEMA_VERSION = 1
+MAX_SEQ = 1 << (63 - 20)  # chunk keys seq << 20 | index must fit SQLite's signed 64-bit integers
 MAX_KEY_VERSION = 2**31 - 1
 CHUNK_SHIFT = MAX_CHUNKS.bit_length() - 1  # 20: chunk key = seq << 20 | index
 GC_BATCH = 2000
@@ -83,7 +85,10 @@ class SqliteStore:
     """One SQLite file; a connection per thread (WAL lets readers run beside the single writer)."""
 
     def __init__(self, path: Path) -> None:
+        self._path = path
+        self._identity = paths.identity(path)  # every later connection must reach this same file
         self._uri = "file:" + urllib.parse.quote(os.fsencode(path)) + "?mode=rw"  # bytes: any valid file name
+        self._checkpoint_pending = False
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -105,10 +110,11 @@ class SqliteStore:
         with self._lock:
             if self._closed:
                 raise StorageError("the vault is closed")
+            paths.check_identity(self._path, self._identity)
             with translate_errors():
                 connection = sqlite3.connect(self._uri, uri=True, timeout=30.0, isolation_level=None,
                                              check_same_thread=False)
-                for pragma in ("journal_mode = WAL", "synchronous = FULL", "secure_delete = FAST",
+                for pragma in ("journal_mode = WAL", "synchronous = FULL", "secure_delete = ON",
                                "foreign_keys = OFF", "trusted_schema = OFF", "busy_timeout = 30000"):
                     connection.execute("PRAGMA " + pragma)
             self._connections.append(connection)
@@ -130,13 +136,34 @@ class SqliteStore:
             raise
         with translate_errors():
             connection.execute("COMMIT")
+        if self._checkpoint_pending:
+            self.checkpoint()
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """A read transaction, so one read-side call sees one consistent state (not a row deleted and its seq
+        reused between two of its statements); inside another transaction it just joins it."""
+        connection = self._connection()
+        if connection.in_transaction:
+            yield
+            return
+        with translate_errors():
+            connection.execute("BEGIN DEFERRED")
+        try:
+            yield
+        finally:
+            if connection.in_transaction:
+                with translate_errors():
+                    connection.execute("COMMIT")
 
     def _query(self, sql: str, parameters: tuple = ()) -> list[tuple]:
         with translate_errors():
             return self._connection().execute(sql, parameters).fetchall()
 
     def close(self) -> None:
-        """Close every thread's connection; later calls raise StorageError."""
+        """Finish a pending checkpoint, close every thread's connection; later calls raise StorageError."""
+        if self._checkpoint_pending and not self._closed:
+            self.checkpoint()
         with self._lock:
             self._closed = True
             connections, self._connections = self._connections, []
@@ -210,11 +237,16 @@ class SqliteStore:
         """Whether any row (expired or not) belongs to this owner tag."""
         return bool(self._query("SELECT 1 FROM rows WHERE owner_tag = ? LIMIT 1", (owner_tag,)))
 
-    def delete_row(self, seq: int) -> None:
-        """Delete one row, its summary and its chunks, then checkpoint so the WAL keeps no old copy."""
+    def delete_row(self, seq: int, row_id: bytes) -> bool:
+        """Delete one row, its summary and its chunks, then checkpoint so the WAL keeps no old copy; False if
+        that row is no longer there (deleted meanwhile; its seq may belong to a newer row)."""
         with self.transaction() as connection:
+            found = connection.execute("SELECT id FROM rows WHERE seq = ?", (seq,)).fetchone()
+            if found is None or found[0] != row_id:
+                return False
             _delete_seqs(connection, [seq])
         self.checkpoint()
+        return True
 
     def delete_expired(self, now: float) -> int:
         """Delete every row that expired at or before ``now``, in batches; returns how many."""
@@ -232,8 +264,23 @@ class SqliteStore:
         return removed
 
     def checkpoint(self) -> None:
-        """Copy the WAL into the database and truncate it (old page images would otherwise linger there)."""
-        self._query("PRAGMA wal_checkpoint(TRUNCATE)")
+        """Copy the WAL into the database and truncate it (old page images would otherwise linger there).
+        A reader can keep it from finishing: it then waits at most briefly, and is retried after the next
+        write and on close, rather than stalling the caller for the whole busy timeout."""
+        connection = self._connection()
+        with translate_errors():
+            connection.execute("PRAGMA busy_timeout = 200")
+            try:
+                busy = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            finally:
+                connection.execute("PRAGMA busy_timeout = 30000")
+        self._checkpoint_pending = bool(busy)
+
+    def is_empty(self) -> bool:
+        """No rows, no key commitments: nothing a new vault id and index key could orphan."""
+        return not self._query(
+            "SELECT 1 FROM rows UNION ALL SELECT 1 FROM owner_keys "
+            "UNION ALL SELECT 1 FROM meta WHERE name = 'index_key_check' LIMIT 1")
 
     def stats(self, now: float) -> dict[str, int]:
         """Row and byte counts (all rows) and how many rows are expired but not yet collected."""
@@ -263,17 +310,29 @@ class SqliteStore:
 
 
 def _delete_seqs(connection: sqlite3.Connection, seqs: list[int]) -> None:
-    ranges = [(seq << CHUNK_SHIFT, (seq << CHUNK_SHIFT) | (MAX_CHUNKS - 1)) for seq in seqs]
-    connection.executemany("DELETE FROM chunks WHERE pos BETWEEN ? AND ?", ranges)
+    """Delete rows with their summaries and chunks. Chunks go under secure_delete=FAST: their pages are not
+    zeroed, and need not be, since their key goes with the row. Rows and summaries go under ON, which also
+    zeroes pages and cells freed when the b-tree rebalances: FAST alone leaves copies of other rows' cells,
+    wrapped keys included, in pages it frees (threat_model.md, "Deletion")."""
+    ranges = [(seq << CHUNK_SHIFT, (seq << CHUNK_SHIFT) | (MAX_CHUNKS - 1)) for seq in seqs if _valid_seq(seq)]
+    connection.execute("PRAGMA secure_delete = FAST")
+    try:
+        connection.executemany("DELETE FROM chunks WHERE pos BETWEEN ? AND ?", ranges)
+    finally:
+        connection.execute("PRAGMA secure_delete = ON")
     connection.executemany("DELETE FROM summaries WHERE seq = ?", [(seq,) for seq in seqs])
     connection.executemany("DELETE FROM rows WHERE seq = ?", [(seq,) for seq in seqs])
+
+
+def _valid_seq(seq: object) -> bool:
+    return type(seq) is int and 1 <= seq < MAX_SEQ
 
 
 def _header(row: tuple) -> RowHeader:
     """A row as stored; a column of the wrong type or range (only a writer of the file makes one) is tampering."""
     seq, row_id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata = row
-    if not (type(key_version) is int and 1 <= key_version <= MAX_KEY_VERSION and type(size_bytes) is int
-            and 0 <= size_bytes < 2**63 and type(expires_at) in (int, float)):
+    if not (_valid_seq(seq) and type(key_version) is int and 1 <= key_version <= MAX_KEY_VERSION
+            and type(size_bytes) is int and 0 <= size_bytes < 2**63 and type(expires_at) in (int, float)):
         raise IntegrityError("a stored row has columns of the wrong type")
     return RowHeader(seq, _blob(row_id), _blob(owner_tag), _blob(turn_tag), key_version, float(expires_at),
                      size_bytes, _blob(wrapped_key), _blob(metadata))
@@ -293,6 +352,8 @@ def translate_errors() -> Iterator[None]:
     """sqlite3 errors become VaultError subclasses: corruption is IntegrityError, the rest StorageError."""
     try:
         yield
+    except OverflowError:  # an integer SQLite cannot hold; only a damaged or hostile file produces one
+        raise IntegrityError("a stored value is out of range") from None
     except sqlite3.Error as error:
         message = str(error)
         if isinstance(error, sqlite3.DatabaseError) and any(word in message for word in _CORRUPT):
