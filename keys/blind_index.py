@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from keys.aead import KEY_SIZE
+from keys.aead import KEY_SIZE, NONCE_SIZE, Aead, random_bytes
 from keys.envelope import encode_fields
 from keys.errors import IntegrityError
 
@@ -29,6 +29,27 @@ class IndexKey:
     def turn_tag(self, owner_tag: bytes, turn_id: str) -> bytes:
         """Tag of a turn within one owner: two owners' turns with the same name never share a tag."""
         return self._mac(encode_fields(b"scratchvault/turn-tag/v1", owner_tag, turn_id.encode()))
+
+    def seal_name(self, vault_id: bytes, owner_tag: bytes, user_id: str) -> bytes:
+        """Seal an owner's name for the owner registry (so maintenance can enumerate owners)."""
+        nonce = random_bytes(NONCE_SIZE)
+        return nonce + self._name_cipher().seal(nonce, user_id.encode(), self._name_aad(vault_id, owner_tag))
+
+    def open_name(self, vault_id: bytes, owner_tag: bytes, sealed: bytes) -> str:
+        """Open a registry entry; it must belong to this vault and tag, and the tag must match the name."""
+        plain = self._name_cipher().open(sealed[:NONCE_SIZE], sealed[NONCE_SIZE:], self._name_aad(vault_id, owner_tag))
+        user_id = plain.decode("utf-8", "strict")
+        if not tags_equal(self.owner_tag(user_id), owner_tag):
+            raise IntegrityError("an owner registry entry does not match its tag")
+        return user_id
+
+    def _name_cipher(self) -> Aead:
+        # HKDF-Expand (RFC 5869) of the uniformly random index key, one block: a key only for names
+        return Aead(self._mac(b"scratchvault/owner-name-key/v1\x01"))
+
+    @staticmethod
+    def _name_aad(vault_id: bytes, owner_tag: bytes) -> bytes:
+        return encode_fields(b"scratchvault/owner-name/v1", vault_id, owner_tag)
 
     def check_value(self, vault_id: bytes) -> bytes:
         """A commitment to this key, stored in the database to detect a keyring that swapped it."""

@@ -12,7 +12,8 @@ V = TypeVar("V")
 
 
 class KeyCache(Generic[V]):
-    """LRU with a lifetime: at most ``max_entries`` keys, none older than ``ttl_seconds`` (monotonic clock)."""
+    """At most ``max_entries`` keys, none kept longer than ``ttl_seconds`` after it was fetched (monotonic
+    clock); the oldest goes first when full. Expired entries are dropped on every access."""
 
     def __init__(self, max_entries: int, ttl_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
         self._entries: OrderedDict[Hashable, tuple[float, V]] = OrderedDict()
@@ -24,25 +25,26 @@ class KeyCache(Generic[V]):
     def get(self, key: Hashable) -> V | None:
         """The cached value, or None if absent or older than the lifetime."""
         with self._lock:
+            self._sweep()
             entry = self._entries.get(key)
-            if entry is None:
-                return None
-            stored_at, value = entry
-            if self._clock() - stored_at >= self._ttl:
-                del self._entries[key]
-                return None
-            self._entries.move_to_end(key)
-            return value
+            return None if entry is None else entry[1]
 
     def put(self, key: Hashable, value: V) -> None:
-        """Cache ``value``, evicting the least recently used entry when full."""
+        """Cache ``value``, evicting the oldest entry when full."""
         if self._ttl <= 0 or self._max_entries <= 0:
             return
         with self._lock:
+            self._sweep()
             self._entries[key] = (self._clock(), value)
             self._entries.move_to_end(key)
             while len(self._entries) > self._max_entries:
                 self._entries.popitem(last=False)
+
+    def _sweep(self) -> None:
+        """Drop every entry past its lifetime (caller holds the lock): an idle vault holds no stale keys."""
+        now = self._clock()
+        while self._entries and now - next(iter(self._entries.values()))[0] >= self._ttl:
+            self._entries.popitem(last=False)  # entries are kept in the order they were stored: oldest first
 
     def invalidate(self, key: Hashable) -> None:
         """Forget one entry (after a rotation or shred in this process)."""

@@ -48,6 +48,18 @@ class OwnerKeyset:
         """The key versions this keyset holds."""
         return tuple(sorted(self._keys))
 
+    def with_new_version(self) -> OwnerKeyset:
+        """A copy with one more random version, made primary (rotation)."""
+        version = max(self._keys) + 1
+        if version > MAX_VERSION:
+            raise KeyUnavailable("this owner's keyset has run out of key versions")
+        return OwnerKeyset(version, {**self._keys, version: random_bytes(KEY_SIZE)})
+
+    def without_versions(self, versions: set[int]) -> OwnerKeyset:
+        """A copy without ``versions`` (retirement); the primary version is never removed."""
+        kept = {v: k for v, k in self._keys.items() if v not in versions or v == self.primary}
+        return OwnerKeyset(self.primary, kept)
+
     def wrap(self, data_key: DataKey, aad: bytes) -> bytes:
         """Wrap ``data_key`` under the primary version with a random nonce: nonce || ct || tag."""
         return self._wrap_with_nonce(data_key, aad, random_bytes(NONCE_SIZE))
@@ -66,9 +78,12 @@ class OwnerKeyset:
         return DataKey(cipher.open(wrapped[:NONCE_SIZE], wrapped[NONCE_SIZE:], aad))
 
     def check_value(self, version: int, vault_id: bytes) -> bytes:
-        """A commitment to one key version, stored in the database to detect a keyring that swapped keys."""
+        """A commitment to one key version, stored in the database to detect a keyring that swapped keys.
+        It is an HMAC under a key derived from the version's key (HKDF-Expand, one block), so the wrapping
+        key itself is only ever used with AES-GCM."""
+        check_key = hmac.new(self._keys[version], b"scratchvault/key-check-key/v1\x01", hashlib.sha256).digest()
         message = encode_fields(b"scratchvault/key-check/v1", vault_id, version.to_bytes(4, "big"))
-        return hmac.new(self._keys[version], message, hashlib.sha256).digest()
+        return hmac.new(check_key, message, hashlib.sha256).digest()
 
     def serialize(self) -> str:
         """The keyring representation (JSON, keys in base64)."""
@@ -78,13 +93,10 @@ class OwnerKeyset:
     @classmethod
     def parse(cls, text: object) -> OwnerKeyset:
         """Parse a keyring entry strictly; anything unexpected is KeyUnavailable with the remedy."""
-        try:
-            document = json.loads(text) if isinstance(text, str) and len(text) <= MAX_ENTRY_CHARS else None
-        except (ValueError, RecursionError):
-            document = None
-        if not isinstance(document, dict) or document.get("format") != KEYSET_FORMAT:
+        document = _load_entry(text, {"format", "primary", "keys"})
+        if document is None or document["format"] != KEYSET_FORMAT:
             raise KeyUnavailable(MALFORMED)
-        primary, entries = document.get("primary"), document.get("keys")
+        primary, entries = document["primary"], document["keys"]
         if not isinstance(entries, dict) or not entries:
             raise KeyUnavailable(MALFORMED)
         keys = {_parse_version(v): _parse_key(k) for v, k in entries.items()}
@@ -99,10 +111,32 @@ class OwnerKeyset:
         raise TypeError("key material cannot be pickled")
 
 
+def _load_entry(text: object, members: set[str]) -> dict | None:
+    """A JSON object with exactly ``members`` (no duplicates, no extras), or None; bounded in size."""
+    if not isinstance(text, str) or len(text) > MAX_ENTRY_CHARS:
+        return None
+    try:
+        document = json.loads(text, object_pairs_hook=_no_duplicates)
+    except (ValueError, RecursionError):
+        return None
+    return document if isinstance(document, dict) and set(document) == members else None
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        raise ValueError("duplicate member")
+    return document
+
+
 def _parse_version(text: object) -> int:
-    if not isinstance(text, str) or not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_VERSION:
+    """A canonical decimal version: "1", never "01", "+1", non-ASCII digits or 5,000 digits."""
+    if not isinstance(text, str) or not 1 <= len(text) <= 10 or not (text.isascii() and text.isdigit()):
         raise KeyUnavailable(MALFORMED)
-    return int(text)
+    version = int(text)
+    if str(version) != text or not 1 <= version <= MAX_VERSION:
+        raise KeyUnavailable(MALFORMED)
+    return version
 
 
 def _parse_key(text: object) -> bytes:
@@ -117,14 +151,11 @@ def _parse_key(text: object) -> bytes:
 
 def parse_single_key(text: object, what: str) -> bytes:
     """Parse a keyring entry holding one base64 key (the index key)."""
-    try:
-        document = json.loads(text) if isinstance(text, str) and len(text) <= MAX_ENTRY_CHARS else None
-    except (ValueError, RecursionError):
-        document = None
-    if not isinstance(document, dict) or document.get("format") != "scratchvault-key/1":
+    document = _load_entry(text, {"format", "key"})
+    if document is None or document["format"] != "scratchvault-key/1":
         raise KeyUnavailable(f"the keyring entry for the {what} is malformed; restore it from the keyring backup")
     try:
-        return _parse_key(document.get("key"))
+        return _parse_key(document["key"])
     except KeyUnavailable:
         raise KeyUnavailable(
             f"the keyring entry for the {what} is malformed; restore it from the keyring backup"

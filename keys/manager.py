@@ -1,7 +1,7 @@
 """KeyManager: the one façade ``vault/`` uses for key material (index key, owner keysets, data keys).
 
 Keyring layout: service ``scratchvault/<vault_id hex>/index`` user ``index`` holds the index key; service
-``scratchvault/<vault_id hex>/owner`` user ``<user_id>`` holds that owner's keyset. ``vault_id`` keeps two
+``scratchvault/<vault_id hex>/owner`` user ``<owner tag hex>`` holds that owner's keyset. ``vault_id`` keeps two
 vaults on one keyring apart. Lookups are cached (bounded size and lifetime) and the cache is cleared on close.
 Every key loaded from the keyring is checked against the commitments the database recorded for it (recorded
 on first sight): a keyring that returns a different or truncated key is KeyUnavailable, not "tampering".
@@ -99,7 +99,7 @@ class KeyManager:
             cached = self._cache.get(("owner", user_id))
             if isinstance(cached, OwnerKeyset):
                 return cached
-        stored = self._store.get(self._owner_service, user_id)
+        stored = self._store.get(self._owner_service, self._owner_entry(user_id))
         if stored is None:
             self._cache.invalidate(("owner", user_id))
             return None
@@ -111,11 +111,16 @@ class KeyManager:
     def create_owner_keyset(self, user_id: str) -> OwnerKeyset:
         """Make, store and record a keyset for a new owner (the caller holds the database write lock)."""
         keyset = OwnerKeyset.generate()
-        self._store.set(self._owner_service, user_id, keyset.serialize())
+        self._store.set(self._owner_service, self._owner_entry(user_id), keyset.serialize())
         owner_tag = self.index_key().owner_tag(user_id)
         self._commitments.record_owner_check(owner_tag, keyset.primary, self._owner_check(keyset, keyset.primary))
         self._cache.put(("owner", user_id), keyset)
         return keyset
+
+    def _owner_entry(self, user_id: str) -> str:
+        """The keyring user name of an owner's keyset: the owner tag in hex, so the keyring lists no user ids
+        and a backend that folds case or truncates names cannot merge two owners."""
+        return self.index_key().owner_tag(user_id).hex()
 
     def _check_owner_commitments(self, user_id: str, keyset: OwnerKeyset) -> None:
         """Recorded versions must all be there and match; versions seen for the first time are recorded."""

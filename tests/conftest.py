@@ -73,6 +73,15 @@ def bob() -> Principal:
     return Principal("bob", actor="planner", channel="web")
 
 
+def owner_username(get_password, index_service: str, user_id: str) -> str:
+    """The keyring user name of an owner's keyset: its owner tag in hex (it needs the vault's index key)."""
+    from keys.blind_index import IndexKey
+    from keys.keyset import parse_single_key
+
+    index_key = IndexKey(parse_single_key(get_password(index_service, "index"), "index key"))
+    return index_key.owner_tag(user_id).hex()
+
+
 def real_keyring_required() -> bool:
     return os.environ.get("SCRATCHVAULT_REAL_KEYRING") == "1"
 

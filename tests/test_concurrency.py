@@ -19,6 +19,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
+from conftest import owner_username
 from keyring.backend import KeyringBackend
 from keyring.errors import PasswordDeleteError
 
@@ -115,7 +116,10 @@ def shared(tmp_path, db_path):
 
 
 def owner_entries(keyring_file: Path, user: str) -> list[str]:
-    return [k for k in json.loads(keyring_file.read_text()) if k.endswith(f"/owner\n{user}")]
+    entries = json.loads(keyring_file.read_text())
+    (index,) = [k.split("\n")[0] for k in entries if k.endswith("/index\nindex")]
+    name = owner_username(lambda service, username: entries.get(f"{service}\n{username}"), index, user)
+    return [k for k in entries if k.endswith(f"/owner\n{name}")]
 
 
 def assert_rows_exact(vault, user, turn, ids):
@@ -178,7 +182,9 @@ def test_threads_creating_the_same_new_owner_share_one_keyset(vault, db_path, ke
     for thread in threads:
         thread.join(timeout=60)
     assert errors == []
-    assert len([k for k in keyring_backend.secrets if k[1] == "newcomer"]) == 1
+    (index,) = [service for service, user in keyring_backend.secrets if user == "index"]
+    name = owner_username(keyring_backend.get_password, index, "newcomer")
+    assert [user for service, user in keyring_backend.secrets if service.endswith("/owner")] == [name]
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as v:  # fresh cache: keys from keyring
         assert {n: v.get(Principal("newcomer"), row).content for n, row in ids.items()} == {
             n: f"from thread {n}" for n in range(8)}

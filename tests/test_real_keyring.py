@@ -13,6 +13,7 @@ import uuid
 from contextlib import closing
 
 import pytest
+from conftest import owner_username
 from keyring.errors import PasswordDeleteError
 from memory_keyring import MemoryKeyring
 
@@ -42,7 +43,11 @@ def forget_entries(backend, db_paths, users) -> None:
             index, owner = services(db_path)
         except (TypeError, sqlite3.Error):  # no vault was created in this file
             continue
-        for service, user in [(index, "index"), *((owner, u.user_id) for u in users)]:
+        try:
+            names = [owner_username(backend.get_password, index, u.user_id) for u in users]
+        except KeyUnavailable:  # no index key: no owner entry can exist either
+            names = []
+        for service, user in [*((owner, name) for name in names), (index, "index")]:
             try:
                 backend.delete_password(service, user)
             except PasswordDeleteError:
@@ -126,15 +131,16 @@ class VaultContract:
         vault = open_vault()
         row = vault.put(alice, "t", 1, "tool", TEXT).id
         vault.close()
-        _, owner = services(db_path)
-        saved = backend.get_password(owner, alice.user_id)
-        backend.delete_password(owner, alice.user_id)
+        index, owner = services(db_path)
+        name = owner_username(backend.get_password, index, alice.user_id)
+        saved = backend.get_password(owner, name)
+        backend.delete_password(owner, name)
         vault = open_vault()
         for attempt in (lambda: vault.get(alice, row), lambda: vault.put(alice, "t", 2, "tool", "more")):
             with pytest.raises(KeyUnavailable, match="restore"):
                 attempt()
-        assert backend.get_password(owner, alice.user_id) is None and vault.stats()["rows"] == 1
-        backend.set_password(owner, alice.user_id, saved)
+        assert backend.get_password(owner, name) is None and vault.stats()["rows"] == 1
+        backend.set_password(owner, name, saved)
         assert open_vault().get(alice, row).content == TEXT
 
     def test_reopened_vault_reads_back_every_kind(self, open_vault, users):
@@ -151,7 +157,7 @@ class VaultContract:
         open_vault().put(alice, "t", 1, "tool", TEXT)
         index, owner = services(db_path)
         assert index.startswith("scratchvault/") and owner.startswith("scratchvault/")
-        keyset = json.loads(backend.get_password(owner, alice.user_id))
+        keyset = json.loads(backend.get_password(owner, owner_username(backend.get_password, index, alice.user_id)))
         index_key = json.loads(backend.get_password(index, "index"))
         assert keyset["format"] == "scratchvault-keyset/1" and index_key["format"] == "scratchvault-key/1"
         raw = [base64.b64decode(k) for k in (*keyset["keys"].values(), index_key["key"])]
@@ -192,7 +198,7 @@ def test_auto_detection_picks_the_running_secret_service(real_keyring, db_path, 
             assert "SecretService" in vault.stats()["keyring_backend"] or "chainer" in vault.stats()["keyring_backend"]
         index, owner = services(db_path)
         assert real_keyring.get_password(index, "index") is not None  # the keys went to the Secret Service
-        assert real_keyring.get_password(owner, alice.user_id) is not None
+        assert real_keyring.get_password(owner, owner_username(real_keyring.get_password, index, alice.user_id))
         with Vault.open(db_path, keyring_backend=real_keyring, clock=clock) as vault:
             assert vault.get(alice, row).content == TEXT
     finally:

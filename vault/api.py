@@ -37,7 +37,16 @@ from vault.inputs import (
     parse_row_id,
 )
 from vault.model import Principal, ReadResult, Record, Representation
-from vault.rowformat import Metadata, SummaryRecord, binary_pieces, chunked, classify, encode_json, text_pieces
+from vault.rowformat import (
+    CHUNK_BYTES,
+    Metadata,
+    SummaryRecord,
+    binary_pieces,
+    chunked,
+    classify,
+    encode_json,
+    text_pieces,
+)
 from vault.slices import chunk_span, plan
 from vault.store import RowHeader, SqliteStore
 from vault.summaries import SummaryBuilder
@@ -45,6 +54,7 @@ from vault.summaries import SummaryBuilder
 log = logging.getLogger("scratchvault")
 DEFAULT_MAX_TTL = 30 * 24 * 3600.0
 DEFAULT_KEY_CACHE_SECONDS = 300.0
+MAX_KEY_CACHE_SECONDS = 3600.0  # keys stay in memory at most this long after a keyring read
 DEFAULT_KEY_CACHE_SIZE = 1024
 MAX_READ_LIMIT = 10_000_000
 _OPEN_ROW = tuple[RowHeader, DataKey, Metadata, RowContext]
@@ -78,7 +88,8 @@ class Vault:
         """Open (or create) a vault; refuses unsafe paths and unacceptable keyrings before writing anything."""
         check_int(max_read, "max_read", 1, MAX_READ_LIMIT)
         check_positive_setting(max_ttl_seconds, "max_ttl_seconds")
-        check_positive_setting(key_cache_seconds, "key_cache_seconds")
+        if check_positive_setting(key_cache_seconds, "key_cache_seconds") > MAX_KEY_CACHE_SECONDS:
+            raise InvalidArgument(f"key_cache_seconds must be at most {MAX_KEY_CACHE_SECONDS:g}")
         check_int(key_cache_size, "key_cache_size", 1, 1_000_000)
         if not callable(clock):
             raise InvalidArgument("clock must be a callable returning seconds")
@@ -318,6 +329,8 @@ class Vault:
         sealed = self._store.read_chunks(header.seq, first, last)
         if [index for index, _ in sealed] != list(range(first, last + 1)):
             raise IntegrityError("a content chunk is missing")
+        if any(not TAG_SIZE <= len(blob) <= CHUNK_BYTES + TAG_SIZE for _, blob in sealed):
+            raise IntegrityError("a content chunk has the wrong size")  # checked before sizing the buffer
         plain = bytearray(sum(len(blob) - TAG_SIZE for _, blob in sealed if len(blob) >= TAG_SIZE))
         view, offset = memoryview(plain), 0
         for index, blob in sealed:

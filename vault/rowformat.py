@@ -12,7 +12,7 @@ import io
 import json
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from keys.envelope import MAX_CHUNKS
@@ -29,7 +29,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 class Chunk:
     """One plaintext chunk, its size in units, and whether it is the row's last."""
 
-    data: bytes | memoryview
+    data: bytes | memoryview = field(repr=False)
     units: int
     last: bool
 
@@ -50,6 +50,9 @@ class Metadata:
     chunk_units: tuple[int, ...]
     created_at: float
     expires_at: float
+
+    def __repr__(self) -> str:
+        return f"<Metadata kind={self.content_kind} size_bytes={self.size_bytes} chunks={len(self.chunk_units)}>"
 
     def encode(self) -> bytes:
         """Canonical JSON bytes of the record (format version inside)."""
@@ -85,6 +88,9 @@ class SummaryRecord:
     summary: str
     retained: dict[str, Any]
 
+    def __repr__(self) -> str:
+        return f"<SummaryRecord kind={self.content_kind} step={self.step_num}>"
+
     def encode(self) -> bytes:
         """JSON bytes of the record (format version inside)."""
         fields = {name: getattr(self, name) for name in self.__slots__}
@@ -112,7 +118,11 @@ def classify(observation: object) -> str:
         return "json"
     if isinstance(observation, io.TextIOBase):
         return "text"
-    if isinstance(observation, io.IOBase) or callable(getattr(observation, "read", None)):
+    try:
+        readable = isinstance(observation, io.IOBase) or callable(getattr(observation, "read", None))
+    except Exception:  # a caller's object may raise anything from its attributes
+        readable = False
+    if readable:
         return "binary"  # a readable binary stream; a text stream that is not TextIOBase is refused on read
     raise InvalidArgument(
         f"observation must be str, bytes-like, a dict or list of JSON values, or a readable file, "
