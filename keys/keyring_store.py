@@ -6,6 +6,10 @@ secrets in plaintext (or not at all) is refused before anything is written.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from typing import Any
+
 import keyring
 from keyring.backend import KeyringBackend
 from keyring.errors import KeyringLocked, NoKeyringError, PasswordDeleteError
@@ -63,12 +67,13 @@ def resolve_backend(backend: KeyringBackend | None) -> KeyringBackend:
 
 
 class KeyringStore:
-    """get/set/delete of one keyring backend, with every failure translated to KeyUnavailable."""
+    """get/set/delete of one keyring backend, each bounded by a timeout, every failure KeyUnavailable."""
 
-    __slots__ = ("_backend",)
+    __slots__ = ("_backend", "_timeout")
 
-    def __init__(self, backend: KeyringBackend) -> None:
+    def __init__(self, backend: KeyringBackend, timeout: float = 10.0) -> None:
         self._backend = backend
+        self._timeout = timeout
 
     @property
     def backend_name(self) -> str:
@@ -77,20 +82,14 @@ class KeyringStore:
 
     def get(self, service: str, username: str) -> str | None:
         """The stored secret, or None when the entry does not exist."""
-        try:
-            value = self._backend.get_password(service, username)
-        except Exception as error:
-            raise _translate(error, "read") from None
+        value = self._call(self._backend.get_password, "read", service, username)
         if value is not None and not isinstance(value, str):
             raise KeyUnavailable(f"the keyring returned a non-text secret; {REMEDY}")
         return value
 
     def set(self, service: str, username: str, secret: str) -> None:
         """Store a secret, then read it back: a backend that accepts a write and keeps nothing is caught here."""
-        try:
-            self._backend.set_password(service, username, secret)
-        except Exception as error:
-            raise _translate(error, "write") from None
+        self._call(self._backend.set_password, "write", service, username, secret)
         if self.get(service, username) != secret:
             raise KeyUnavailable(
                 f"the keyring accepted a key but did not return it on read-back; it does not persist secrets. {REMEDY}"
@@ -99,12 +98,41 @@ class KeyringStore:
     def delete(self, service: str, username: str) -> None:
         """Delete a secret; deleting one that is absent is not an error."""
         try:
-            self._backend.delete_password(service, username)
-        except PasswordDeleteError:
-            if self.get(service, username) is not None:
-                raise KeyUnavailable(f"the keyring refused to delete a key; {REMEDY}") from None
-        except Exception as error:
-            raise _translate(error, "delete") from None
+            self._call(self._backend.delete_password, "delete", service, username)
+        except _Refused:
+            pass
+        if self.get(service, username) is not None:
+            raise KeyUnavailable(f"the keyring did not delete a key; {REMEDY}")
+
+    def _call(self, operation: Callable[..., object], action: str, *args: str) -> Any:
+        """Run one backend call in a helper thread, waiting at most the timeout: a hung D-Bus call must
+        not hang the vault. A call that times out may still complete later; that is harmless for reads,
+        and writes are read back and their keys recorded on first sight."""
+        outcome: list[tuple[bool, object]] = []
+
+        def run() -> None:
+            try:
+                outcome.append((True, operation(*args)))
+            except BaseException as error:  # handed to the caller's thread below
+                outcome.append((False, error))
+
+        worker = threading.Thread(target=run, name="scratchvault-keyring", daemon=True)
+        worker.start()
+        worker.join(self._timeout)
+        if not outcome:
+            raise KeyUnavailable(f"the OS keyring did not answer within {self._timeout:g} s ({action}); {REMEDY}")
+        succeeded, value = outcome[0]
+        if succeeded:
+            return value
+        if isinstance(value, PasswordDeleteError):
+            raise _Refused
+        if isinstance(value, Exception):
+            raise _translate(value, action) from None
+        raise value  # KeyboardInterrupt and the like are not keyring faults
+
+
+class _Refused(Exception):
+    """The backend said there was nothing to delete."""
 
 
 def _translate(error: Exception, action: str) -> KeyUnavailable:

@@ -30,8 +30,14 @@ class KeyCommitments(Protocol):
     def owner_checks(self, owner_tag: bytes) -> dict[int, bytes]:
         """Recorded commitments of one owner's key versions."""
 
-    def record_owner_check(self, owner_tag: bytes, version: int, value: bytes) -> None:
-        """Record a commitment (inside the caller's transaction if one is open)."""
+    def record_owner_check(self, owner_tag: bytes, version: int, value: bytes, sealed_name: bytes) -> None:
+        """Record a commitment and register the owner (inside the caller's transaction if one is open)."""
+
+    def forget_owner_checks(self, owner_tag: bytes, versions: set[int] | None) -> None:
+        """Drop the commitments of retired versions (None: all, and the owner's registration)."""
+
+    def registered_owners(self) -> list[tuple[bytes, bytes]]:
+        """(owner tag, sealed name) of every owner that ever had a keyset here."""
 
     def index_check(self) -> bytes | None:
         """The recorded commitment of the index key."""
@@ -110,12 +116,51 @@ class KeyManager:
 
     def create_owner_keyset(self, user_id: str) -> OwnerKeyset:
         """Make, store and record a keyset for a new owner (the caller holds the database write lock)."""
-        keyset = OwnerKeyset.generate()
+        return self._store_keyset(user_id, OwnerKeyset.generate())
+
+    def rotate_owner_keyset(self, user_id: str) -> OwnerKeyset:
+        """Add a random version and make it primary (the caller holds the database write lock)."""
+        keyset = self.owner_keyset(user_id, refresh=True)
+        if keyset is None:
+            raise KeyUnavailable("the OS keyring holds no keys for this owner; nothing to rotate (restore the "
+                                 "keyring from backup if the vault holds rows for them)")
+        return self._store_keyset(user_id, keyset.with_new_version())
+
+    def retire_owner_versions(self, user_id: str, versions: set[int]) -> OwnerKeyset:
+        """Remove ``versions`` from the owner's keyset and forget their commitments (caller holds the lock
+        and has checked that no row needs them)."""
+        keyset = self.owner_keyset(user_id, refresh=True)
+        if keyset is None:
+            raise KeyUnavailable("the OS keyring holds no keys for this owner; nothing to retire")
+        owner_tag = self.index_key().owner_tag(user_id)
+        self._commitments.forget_owner_checks(owner_tag, versions)
+        smaller = keyset.without_versions(versions)
+        self._store.set(self._owner_service, self._owner_entry(user_id), smaller.serialize())
+        self._cache.put(("owner", user_id), smaller)
+        return smaller
+
+    def delete_owner_keyset(self, user_id: str) -> None:
+        """Crypto-shred: delete the owner's keyset from the keyring; every copy of their rows is unreadable."""
+        self._cache.invalidate(("owner", user_id))
+        self._store.delete(self._owner_service, self._owner_entry(user_id))
+        self._commitments.forget_owner_checks(self.index_key().owner_tag(user_id), None)
+
+    def registered_owner_names(self) -> list[str]:
+        """The user ids of every registered owner (opened from the registry with the index key)."""
+        index = self.index_key()
+        return [index.open_name(self._vault_id, tag, sealed) for tag, sealed in self._commitments.registered_owners()]
+
+    def _store_keyset(self, user_id: str, keyset: OwnerKeyset) -> OwnerKeyset:
+        """Write a keyset (read back by the store) and record its primary version's commitment."""
         self._store.set(self._owner_service, self._owner_entry(user_id), keyset.serialize())
         owner_tag = self.index_key().owner_tag(user_id)
-        self._commitments.record_owner_check(owner_tag, keyset.primary, self._owner_check(keyset, keyset.primary))
+        self._commitments.record_owner_check(owner_tag, keyset.primary, self._owner_check(keyset, keyset.primary),
+                                             self._sealed_name(owner_tag, user_id))
         self._cache.put(("owner", user_id), keyset)
         return keyset
+
+    def _sealed_name(self, owner_tag: bytes, user_id: str) -> bytes:
+        return self.index_key().seal_name(self._vault_id, owner_tag, user_id)
 
     def _owner_entry(self, user_id: str) -> str:
         """The keyring user name of an owner's keyset: the owner tag in hex, so the keyring lists no user ids
@@ -131,7 +176,7 @@ class KeyManager:
         for version in keyset.versions:
             check = self._owner_check(keyset, version)
             if version not in recorded:
-                self._commitments.record_owner_check(owner_tag, version, check)
+                self._commitments.record_owner_check(owner_tag, version, check, self._sealed_name(owner_tag, user_id))
             elif not tags_equal(recorded[version], check):
                 raise KeyUnavailable(_REPLACED.format(what="key for this owner"))
 

@@ -36,6 +36,7 @@ from vault.inputs import (
     check_ttl,
     parse_row_id,
 )
+from vault.lifecycle import KeyLifecycle
 from vault.model import Principal, ReadResult, Record, Representation
 from vault.rowformat import (
     CHUNK_BYTES,
@@ -55,12 +56,13 @@ log = logging.getLogger("scratchvault")
 DEFAULT_MAX_TTL = 30 * 24 * 3600.0
 DEFAULT_KEY_CACHE_SECONDS = 300.0
 MAX_KEY_CACHE_SECONDS = 3600.0  # keys stay in memory at most this long after a keyring read
+DEFAULT_KEYRING_TIMEOUT = 10.0  # seconds one keyring call may take before it is KeyUnavailable
 DEFAULT_KEY_CACHE_SIZE = 1024
 MAX_READ_LIMIT = 10_000_000
 _OPEN_ROW = tuple[RowHeader, DataKey, Metadata, RowContext]
 
 
-class Vault:
+class Vault(KeyLifecycle):
     """An encrypted, ownership-checked store of observations in one SQLite file, keys in the OS keyring."""
 
     def __init__(self, store: SqliteStore, keys: KeyManager, *, clock: Callable[[], float], max_read: int,
@@ -84,6 +86,7 @@ class Vault:
         max_ttl_seconds: float = DEFAULT_MAX_TTL,
         key_cache_seconds: float = DEFAULT_KEY_CACHE_SECONDS,
         key_cache_size: int = DEFAULT_KEY_CACHE_SIZE,
+        keyring_timeout: float = DEFAULT_KEYRING_TIMEOUT,
     ) -> Vault:
         """Open (or create) a vault; refuses unsafe paths and unacceptable keyrings before writing anything."""
         check_int(max_read, "max_read", 1, MAX_READ_LIMIT)
@@ -93,7 +96,8 @@ class Vault:
         check_int(key_cache_size, "key_cache_size", 1, 1_000_000)
         if not callable(clock):
             raise InvalidArgument("clock must be a callable returning seconds")
-        keyring_store = KeyringStore(resolve_backend(keyring_backend))
+        check_positive_setting(keyring_timeout, "keyring_timeout")
+        keyring_store = KeyringStore(resolve_backend(keyring_backend), timeout=float(keyring_timeout))
         store = SqliteStore(paths.prepare(path))
         try:
             keys = _key_manager(store, keyring_store, key_cache_seconds, key_cache_size)
@@ -133,6 +137,8 @@ class Vault:
         summary = SummaryBuilder(kind, observation if kind == "json" else None)
 
         with self._store.transaction() as tx:
+            if not self._store.has_key_check(owner_tag, keyset.primary):  # retired or shredded elsewhere
+                keyset = self._keyset_locked(user_id, owner_tag)
             seq = self._store.next_seq(tx)
             chunk_units: list[int] = []
             size_bytes = 0
@@ -367,15 +373,20 @@ class Vault:
         if keyset is not None:
             return keyset
         with self._store.transaction():  # the write lock serialises first-key creation across processes
-            keyset = self._keys.owner_keyset(user_id, refresh=True)
-            if keyset is None:
-                if self._store.owner_has_rows(owner_tag) or self._store.owner_checks(owner_tag):
-                    raise KeyUnavailable(
-                        "the OS keyring holds no keys for an owner this vault already knows; restore the "
-                        "keyring from backup (a new key would orphan that owner's rows)"
-                    )
-                keyset = self._keys.create_owner_keyset(user_id)
-        return keyset
+            return self._keyset_locked(user_id, owner_tag)
+
+    def _keyset_locked(self, user_id: str, owner_tag: bytes) -> OwnerKeyset:
+        """The owner's keyset from the keyring, or a new one for an owner the vault has never seen (the
+        caller holds the write lock). A missing keyset for a known owner is an error, never a new key."""
+        keyset = self._keys.owner_keyset(user_id, refresh=True)
+        if keyset is not None:
+            return keyset
+        if self._store.owner_has_rows(owner_tag) or self._store.owner_checks(owner_tag):
+            raise KeyUnavailable(
+                "the OS keyring holds no keys for an owner this vault already knows; restore the "
+                "keyring from backup (a new key would orphan that owner's rows)"
+            )
+        return self._keys.create_owner_keyset(user_id)
 
     # -- small helpers ---------------------------------------------------------------------------------
     def _now(self) -> float:

@@ -18,8 +18,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="two users, slices, a refused cross-user read, expiry and gc")
     demo.add_argument("--db", type=Path, default=None, help="database path (default: a throwaway one)")
+    doctor = commands.add_parser("doctor", help="is the keyring acceptable and the database private? (exit 1 if not)")
+    doctor.add_argument("--db", type=Path, default=None, help="database path (default: the platform data path)")
     args = parser.parse_args(argv)
     try:
+        if args.command == "doctor":
+            from vault.doctor import diagnose
+
+            lines, safe = diagnose(args.db)
+            print("\n".join(lines))
+            return 0 if safe else 1
         from vault import demo as demo_module
 
         return demo_module.run(args.db, sys.stdout)

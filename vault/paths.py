@@ -40,6 +40,18 @@ def prepare(path: object) -> Path:
     return target
 
 
+def check_path_safety(target: Path) -> None:
+    """The checks ``prepare`` makes, for an existing database, without creating anything."""
+    try:
+        _check_ancestors(target.parent)
+        info = target.parent.stat()
+        _check_owner_and_mode(info, "the database directory", target.parent)
+        for candidate in (target, Path(f"{target}-wal"), Path(f"{target}-shm")):
+            check_file(candidate)
+    except OSError as error:
+        raise UnsafeStorage(f"cannot use the database path ({error.strerror or type(error).__name__})") from None
+
+
 def identity(path: Path) -> tuple[int, int]:
     """(device, inode) of the database file, to recognise it later."""
     try:

@@ -50,6 +50,7 @@ CREATE TABLE IF NOT EXISTS owner_keys (
     check_value BLOB NOT NULL,
     PRIMARY KEY (owner_tag, version)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS owners (owner_tag BLOB PRIMARY KEY, sealed_name BLOB NOT NULL) WITHOUT ROWID;
 """
 _INSERT_ROW = (
     "INSERT INTO rows (seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata) "
@@ -58,6 +59,10 @@ _INSERT_ROW = (
 _SELECT_ROW_BY_ID = (
     "SELECT seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata FROM rows "
     "WHERE id = ?"
+)
+_SELECT_OLD_VERSION = (
+    "SELECT seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata FROM rows "
+    "WHERE owner_tag = ? AND key_version != ? LIMIT ?"
 )
 _SELECT_TURN = (
     "SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "
@@ -295,10 +300,76 @@ class SqliteStore:
         found = self._query("SELECT version, check_value FROM owner_keys WHERE owner_tag = ?", (owner_tag,))
         return {version: _blob(value) for version, value in found}
 
-    def record_owner_check(self, owner_tag: bytes, version: int, value: bytes) -> None:
-        """Record an owner key commitment (part of the open transaction, if any; else its own)."""
-        self._query("INSERT OR IGNORE INTO owner_keys (owner_tag, version, check_value) VALUES (?, ?, ?)",
-                    (owner_tag, version, value))
+    def record_owner_check(self, owner_tag: bytes, version: int, value: bytes, sealed_name: bytes) -> None:
+        """Record an owner key commitment and register the owner (part of the open transaction, if any)."""
+        with self._atomic() as connection:
+            connection.execute("INSERT OR IGNORE INTO owner_keys (owner_tag, version, check_value) VALUES (?, ?, ?)",
+                               (owner_tag, version, value))
+            connection.execute("INSERT OR IGNORE INTO owners (owner_tag, sealed_name) VALUES (?, ?)",
+                               (owner_tag, sealed_name))
+
+    def forget_owner_checks(self, owner_tag: bytes, versions: set[int] | None) -> None:
+        """Drop commitments of retired versions; None drops all of them and the owner's registration."""
+        with self._atomic() as connection:
+            if versions is None:
+                connection.execute("DELETE FROM owner_keys WHERE owner_tag = ?", (owner_tag,))
+                connection.execute("DELETE FROM owners WHERE owner_tag = ?", (owner_tag,))
+            else:
+                connection.executemany("DELETE FROM owner_keys WHERE owner_tag = ? AND version = ?",
+                                       [(owner_tag, version) for version in sorted(versions)])
+
+    def registered_owners(self) -> list[tuple[bytes, bytes]]:
+        """(owner tag, sealed name) of every registered owner."""
+        return [(_blob(tag), _blob(name)) for tag, name in self._query("SELECT owner_tag, sealed_name FROM owners")]
+
+    def has_key_check(self, owner_tag: bytes, version: int) -> bool:
+        """Whether this owner key version is recorded (a retired or shredded one is not)."""
+        return bool(self._query("SELECT 1 FROM owner_keys WHERE owner_tag = ? AND version = ?", (owner_tag, version)))
+
+    @contextmanager
+    def _atomic(self) -> Iterator[sqlite3.Connection]:
+        """Join the open transaction of this thread, or run in a write transaction of its own."""
+        connection = self._connection()
+        if connection.in_transaction:
+            with translate_errors():
+                yield connection
+        else:
+            with self.transaction() as own:
+                yield own
+
+    # -- key lifecycle ---------------------------------------------------------------------------------
+    def key_versions_in_use(self, owner_tag: bytes) -> dict[int, int]:
+        """How many rows (expired or not) each key version of an owner still wraps."""
+        found = self._query("SELECT key_version, count(*) FROM rows WHERE owner_tag = ? GROUP BY key_version",
+                            (owner_tag,))
+        return dict(found)
+
+    @staticmethod
+    def rows_to_rewrap(connection: sqlite3.Connection, owner_tag: bytes, primary: int,
+                       limit: int) -> list[RowHeader]:
+        """Up to ``limit`` rows of an owner whose data key is wrapped under another version than ``primary``."""
+        found = connection.execute(_SELECT_OLD_VERSION, (owner_tag, primary, limit)).fetchall()
+        return [_header(row) for row in found]
+
+    @staticmethod
+    def update_wrapped_key(connection: sqlite3.Connection, seq: int, version: int, wrapped_key: bytes) -> None:
+        """Store a row's data key wrapped under another key version (content untouched)."""
+        connection.execute("UPDATE rows SET key_version = ?, wrapped_key = ? WHERE seq = ?",
+                           (version, wrapped_key, seq))
+
+    def delete_owner_rows(self, owner_tag: bytes) -> int:
+        """Delete every row of an owner, in batches, then checkpoint; returns how many."""
+        removed = 0
+        while True:
+            with self.transaction() as connection:
+                seqs = [seq for (seq,) in connection.execute(
+                    "SELECT seq FROM rows WHERE owner_tag = ? LIMIT ?", (owner_tag, GC_BATCH))]
+                _delete_seqs(connection, seqs)
+            removed += len(seqs)
+            if len(seqs) < GC_BATCH:
+                break
+        self.checkpoint()
+        return removed
 
     def index_check(self) -> bytes | None:
         """The stored commitment of the index key."""
@@ -307,6 +378,30 @@ class SqliteStore:
     def record_index_check(self, value: bytes) -> None:
         """Record the index key commitment (part of the open transaction, if any; else its own)."""
         self._query("INSERT OR IGNORE INTO meta (name, value) VALUES ('index_key_check', ?)", (value,))
+
+
+def inspect(path: Path, now: float) -> dict[str, object]:
+    """Read-only facts about a database file for ``doctor``: schema version, vault id, counts (no keys)."""
+    uri = "file:" + urllib.parse.quote(os.fsencode(path)) + "?mode=ro"
+    with translate_errors():
+        connection = sqlite3.connect(uri, uri=True, timeout=5.0)
+        try:
+            facts: dict[str, object] = {"schema_version": connection.execute("PRAGMA user_version").fetchone()[0]}
+            if facts["schema_version"] == 0:
+                return facts
+            vault_id = connection.execute("SELECT value FROM meta WHERE name = 'vault_id'").fetchone()
+            facts["vault_id"] = _blob(vault_id[0]).hex() if vault_id else None
+            rows, size, expired = connection.execute(
+                "SELECT count(*), coalesce(sum(size_bytes), 0), coalesce(sum(expires_at <= ?), 0) FROM rows",
+                (now,)).fetchone()
+            facts.update(rows=rows, bytes=size, expired_rows=expired)
+            facts["owners"] = connection.execute("SELECT count(*) FROM owners").fetchone()[0]
+            facts["rows_by_key_version"] = dict(connection.execute(
+                "SELECT key_version, count(*) FROM rows GROUP BY key_version ORDER BY key_version").fetchall())
+            facts["integrity_check"] = connection.execute("PRAGMA quick_check").fetchone()[0]
+            return facts
+        finally:
+            connection.close()
 
 
 def _delete_seqs(connection: sqlite3.Connection, seqs: list[int]) -> None:

@@ -1,0 +1,91 @@
+"""Key lifecycle of the Vault: rotation, rewrap, retirement, and crypto-shredding an owner.
+
+Each step that changes an owner's keyset runs under the database write lock, so two processes never
+derive two different "next" versions, and a put never wraps a data key under a version being retired.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from keys.envelope import RowContext, wrap_aad
+from keys.errors import InvalidArgument, KeyUnavailable
+from vault.inputs import check_identifier, check_int
+
+if TYPE_CHECKING:
+    from keys import KeyManager
+    from vault.store import SqliteStore
+
+REWRAP_BATCH = 500  # rows per transaction: a killed rewrap loses at most one batch of work, never data
+
+
+class KeyLifecycle:
+    """Mixed into Vault: the key management an operator runs (see README, "Key management")."""
+
+    _keys: KeyManager
+    _store: SqliteStore
+
+    def rotate_owner_key(self, user_id: str) -> int:
+        """Add a new key version for an owner and make it primary: new rows use it, old rows still read.
+        Returns the new version. Run ``rewrap`` next, then ``retire_old_key_versions``."""
+        check_identifier(user_id, "user_id")
+        with self._store.transaction():
+            return self._keys.rotate_owner_keyset(user_id).primary
+
+    def rewrap(self, user_id: str | None = None, *, batch: int = REWRAP_BATCH) -> int:
+        """Re-wrap the data keys of rows under older versions with the primary one, in batches (resumable:
+        a killed rewrap is finished by running it again). Content is not touched: the cost is O(rows).
+        ``user_id=None`` rewraps every owner the vault knows. Returns how many rows were re-wrapped."""
+        check_int(batch, "batch", 1, 100_000)
+        owners = self._keys.registered_owner_names() if user_id is None else [check_identifier(user_id, "user_id")]
+        done = sum(self._rewrap_owner(owner, batch) for owner in owners)
+        self._store.checkpoint()  # old wrapped keys must not linger in the WAL
+        return done
+
+    def _rewrap_owner(self, user_id: str, batch: int) -> int:
+        owner_tag = self._keys.index_key().owner_tag(user_id)
+        done = 0
+        while True:
+            with self._store.transaction() as tx:
+                keyset = self._keys.owner_keyset(user_id, refresh=True)
+                if keyset is None:
+                    raise KeyUnavailable("the OS keyring holds no keys for this owner although the vault holds "
+                                         "rows for them; restore the keyring from backup")
+                rows = self._store.rows_to_rewrap(tx, owner_tag, keyset.primary, batch)
+                for header in rows:
+                    context = RowContext(self._keys.vault_id, header.row_id)
+                    data_key = keyset.unwrap(header.key_version, header.wrapped_key,
+                                             wrap_aad(context, user_id, header.key_version))
+                    wrapped = keyset.wrap(data_key, wrap_aad(context, user_id, keyset.primary))
+                    self._store.update_wrapped_key(tx, header.seq, keyset.primary, wrapped)
+            done += len(rows)
+            if len(rows) < batch:
+                return done
+
+    def retire_old_key_versions(self, user_id: str) -> int:
+        """Remove from the keyring every non-primary version no row uses; refuse (InvalidArgument, nothing
+        removed) while any row still needs one. Returns how many versions were removed. A backup taken
+        before the rewrap can no longer be read for rows that only the retired versions unwrapped."""
+        check_identifier(user_id, "user_id")
+        owner_tag = self._keys.index_key().owner_tag(user_id)
+        with self._store.transaction():
+            keyset = self._keys.owner_keyset(user_id, refresh=True)
+            if keyset is None:
+                raise KeyUnavailable("the OS keyring holds no keys for this owner; nothing to retire")
+            old = set(keyset.versions) - {keyset.primary}
+            in_use = self._store.key_versions_in_use(owner_tag)
+            needed = {version: count for version, count in in_use.items() if version in old}
+            if needed:
+                raise InvalidArgument(
+                    f"{sum(needed.values())} row(s) still use key version(s) {sorted(needed)}; run rewrap first")
+            if old:
+                self._keys.retire_owner_versions(user_id, old)
+        return len(old)
+
+    def shred_owner(self, user_id: str) -> int:
+        """Crypto-shred an owner: delete their keyset from the keyring first (every copy of their rows, in
+        backups or free pages, becomes unreadable), then every row of theirs. Other owners are untouched.
+        Safe to run again after an interruption. Returns how many rows were deleted."""
+        check_identifier(user_id, "user_id")
+        self._keys.delete_owner_keyset(user_id)
+        return self._store.delete_owner_rows(self._keys.index_key().owner_tag(user_id))
