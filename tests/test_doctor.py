@@ -1,0 +1,47 @@
+"""``scratchvault doctor`` says whether the keyring and the database files are safe, by exit code."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from keys.testing import MemoryKeyring
+from vault import Principal, Vault
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def doctor(db_path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vault", "doctor", "--db", str(db_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, env=os.environ.copy(), check=False)
+
+
+@pytest.fixture
+def filled(db_path):
+    with Vault.open(db_path, keyring_backend=MemoryKeyring()) as vault:
+        vault.put(Principal("alice"), "t", 1, "x", "hello")
+    return db_path
+
+
+def test_doctor_fails_on_a_database_others_may_write(filled):
+    filled.chmod(0o666)
+    result = doctor(filled)
+    assert result.returncode == 1
+    assert "FAIL  permissions" in result.stdout and "writable by group or others" in result.stdout
+    assert "hello" not in result.stdout + result.stderr
+
+
+def test_doctor_fails_on_a_missing_database(db_path):
+    result = doctor(db_path)
+    assert result.returncode == 1 and "no database" in result.stdout
+
+
+@pytest.mark.real_keyring
+def test_doctor_passes_a_private_database_with_the_secret_service(real_keyring, filled):
+    result = doctor(filled)
+    assert result.returncode == 0, result.stdout
+    assert "SecretService" in result.stdout and "schema version 1" in result.stdout and "rows 1 " in result.stdout
