@@ -42,4 +42,5 @@ def test_demo_runs_and_shows_the_refusal_expiry_and_a_clean_disk(real_keyring):
     assert "refused: NotFound" in result.stdout
     assert "unreadable, before any gc" in result.stdout
     assert "gc removed 1 row(s)" in result.stdout
+    assert "bob's row in the backup copy: unreadable" in result.stdout
     assert "plaintext canaries found in the database files: none" in result.stdout
