@@ -215,10 +215,11 @@ class Vault(KeyLifecycle):
         return self._store.delete_expired(moment)
 
     # -- reading ---------------------------------------------------------------------------------------
-    def get(self, principal: Principal, id: str) -> Record:
-        """The complete row, content decrypted (for the engine; a model reads through ``read``)."""
+    def get(self, principal: Principal, id: str, *, turn_id: str | None = None) -> Record:
+        """The complete row, content decrypted (for the engine; a model reads through ``read``). With
+        ``turn_id``, a row of another turn is NotFound too."""
         with self._integrity_guard(id), self._store.snapshot():
-            header, data_key, metadata, context = self._open_row(principal, id)
+            header, data_key, metadata, context = self._open_row(principal, id, turn_id)
             last = len(metadata.chunk_units) - 1
             raw = self._content(header, data_key, metadata, context, _digest(metadata), 0, last)
             record = self._summary(header, data_key, context, self._store.read_summary(header.seq))
@@ -240,11 +241,12 @@ class Vault(KeyLifecycle):
             )
 
     def read(self, principal: Principal, id: str, mode: str = "head", n: int = 2000, start: int | None = None,
-             end: int | None = None) -> ReadResult:
-        """A slice of a row, at most ``max_read`` units, decrypting only the chunks that hold it."""
+             end: int | None = None, *, turn_id: str | None = None) -> ReadResult:
+        """A slice of a row, at most ``max_read`` units, decrypting only the chunks that hold it. With
+        ``turn_id``, a row of another turn is NotFound too (checked with the owner, before any decryption)."""
         mode, n, start, end = check_read_args(mode, n, start, end)
         with self._integrity_guard(id), self._store.snapshot():
-            header, data_key, metadata, context = self._open_row(principal, id)
+            header, data_key, metadata, context = self._open_row(principal, id, turn_id)
             wanted = plan(mode, n, start, end, metadata.size_units, self.max_read)
             content = ""
             if wanted.end > wanted.start:
@@ -276,6 +278,14 @@ class Vault(KeyLifecycle):
                 found.append(_representation(header, self._summary(header, data_key, context, sealed)))
             return sorted(found, key=lambda rep: (rep.step_num, rep.created_at))
 
+    def has_rows(self, principal: Principal, turn_id: str) -> bool:
+        """Whether the caller has readable (unexpired) rows in a turn; decrypts nothing (offer the tool or not)."""
+        _check_principal(principal)
+        check_identifier(turn_id, "turn_id")
+        index = self._keys.index_key()
+        owner_tag = index.owner_tag(principal.user_id)
+        return self._store.turn_has_rows(owner_tag, index.turn_tag(owner_tag, turn_id), self._now())
+
     def stats(self) -> dict[str, Any]:
         """Counts of rows and bytes stored, expired-but-uncollected rows, and this process's counters."""
         with self._counter_lock:
@@ -298,13 +308,18 @@ class Vault(KeyLifecycle):
         return f"<Vault backend={self._keys.backend_name}>"
 
     # -- the access path -------------------------------------------------------------------------------
-    def _open_row(self, principal: Principal, id: str) -> _OPEN_ROW:
-        """Look up -> check owner and expiry (NotFound) -> only then fetch the key and decrypt."""
+    def _open_row(self, principal: Principal, id: str, turn_id: str | None = None) -> _OPEN_ROW:
+        """Look up -> check owner, turn (when asked) and expiry (NotFound) -> only then fetch the key and
+        decrypt."""
         _check_principal(principal)
+        if turn_id is not None:
+            check_identifier(turn_id, "turn_id")
         row_id = parse_row_id(id)
         header = self._store.find_row(row_id) if row_id is not None else None
-        owner_tag = self._keys.index_key().owner_tag(principal.user_id)
-        if header is None or not tags_equal(header.owner_tag, owner_tag) or header.expires_at <= self._now():
+        index = self._keys.index_key()
+        owner_tag = index.owner_tag(principal.user_id)
+        if (header is None or not tags_equal(header.owner_tag, owner_tag) or header.expires_at <= self._now()
+                or (turn_id is not None and not tags_equal(header.turn_tag, index.turn_tag(owner_tag, turn_id)))):
             self._count("denied")
             log.info("scratchvault: access denied or no such row")
             raise NotFound()

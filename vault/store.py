@@ -218,6 +218,12 @@ class SqliteStore:
         found = self._query(_SELECT_TURN, (owner_tag, turn_tag, now))
         return [(_header(row[:-1]), None if row[-1] is None else _blob(row[-1])) for row in found]
 
+    def turn_has_rows(self, owner_tag: bytes, turn_tag: bytes, now: float) -> bool:
+        """Whether one owner's turn has an unexpired row (an index lookup, nothing read)."""
+        return bool(self._query(
+            "SELECT 1 FROM rows WHERE owner_tag = ? AND turn_tag = ? AND expires_at > ? LIMIT 1",
+            (owner_tag, turn_tag, now)))
+
     def read_summary(self, seq: int) -> bytes | None:
         """The sealed summary of row ``seq``."""
         found = self._query("SELECT sealed FROM summaries WHERE seq = ?", (seq,))
