@@ -10,6 +10,8 @@ from __future__ import annotations
 import array
 import io
 import json
+import re
+from pathlib import Path
 
 import pytest
 from memory_keyring import MemoryKeyring
@@ -220,35 +222,14 @@ def test_a_failing_metrics_hook_breaks_nothing(vault, alice):
     assert pad.call_tool(alice, "t1", {"id": "0" * 32}) == NOT_FOUND
 
 
+def readme_block(heading: str) -> str:
+    """The first Python block after ``heading`` in the README."""
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    return re.search(r"```python\n(.*?)```", text[text.index(heading):], re.S).group(1)
+
+
 # -- the README snippet --------------------------------------------------------------------------------
-SNIPPET = '''\
-from vault import Principal, Vault
-from vault.engine import NOT_FOUND, Scratchpad
-
-with Vault.open() as vault:                       # OS keyring; <user data dir>/scratchvault/scratchpad.db
-    pad = Scratchpad(vault, threshold_bytes=4096)  # the one setting that decides what is offloaded
-    alice, bob = Principal("alice"), Principal("bob")
-
-    # After each tool step, put what observe returns into the model's context.
-    small = pad.observe(alice, "turn-1", 1, "calc", {"sum": 42})                  # small: as is
-    page = pad.observe(alice, "turn-1", 2, "web.fetch", "<p>figures</p>\\n" * 999)  # large: stored, a summary
-    assert small == {"sum": 42} and page["content_kind"] == "text"
-
-    # Before each model call: scratchpad_read is offered only to a user with rows in this turn.
-    assert pad.tools(alice, "turn-1") and pad.tools(bob, "turn-1") == []
-
-    # The model's tool call; the runtime, never the model, supplies the principal.
-    result = pad.call_tool(alice, "turn-1", {"id": page["id"], "mode": "head", "n": 14})
-    print(result["content"], result["full_size"], result["truncated"])
-    assert pad.call_tool(bob, "turn-1", {"id": page["id"]}) == NOT_FOUND   # as for any unknown id
-
-    # ${step2} references still resolve to the full value, for the same user and turn.
-    assert pad.resolve(alice, "turn-1", {2: page}, "${step2}").startswith("<p>figures</p>")
-
-    # A suspended turn resumed later, in any process: rows found, lifetime extended.
-    assert pad.resume(alice, "turn-1", ttl_seconds=3600)[0]["id"] == page["id"]
-    print(pad.stats())                            # counts only, never content
-'''
+SNIPPET = readme_block("## Engine integration")  # the README's snippet, run as written
 
 
 def test_readme_snippet_is_at_most_30_lines():
