@@ -146,6 +146,19 @@ class Bench:
         self.rows.append(Row(f"gc, {count:,} expired rows", statistics.median(plain_ms),
                              statistics.median(vault_ms), 2.0))
 
+    def rewrap(self) -> None:
+        """Rewrap cost is O(rows): the same number of small and large rows take about the same time."""
+        count = 200 if self.quick else 1000
+        for size in (1 * KIB, 256 * KIB):
+            owner = Principal(f"rewrap-{size}")
+            text = text_of(size)
+            for step in range(count):
+                self.vault.put(owner, "rewrap", step, "x", text)
+            self.vault.rotate_owner_key(owner.user_id)
+            self.vault._store.checkpoint()  # so the timing is the rewrap's, not the checkpoint of these puts
+            vault_ms = median_ms(lambda o=owner: self.vault.rewrap(o.user_id), 1)
+            self.rows.append(Row(f"rewrap {count:,} rows of {_size(size)} (vault only)", None, vault_ms, None))
+
     def peak_memory(self) -> None:
         if not memory.available():
             return
@@ -222,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="scratchvault-bench-") as scratch:
         os.chmod(scratch, 0o700)
         bench = Bench(Path(scratch), args.quick)
-        for stage in (bench.puts, bench.slices, bench.full_reads, bench.listing, bench.gc, bench.peak_memory):
+        stages = (bench.puts, bench.slices, bench.full_reads, bench.listing, bench.gc, bench.rewrap, bench.peak_memory)
+        for stage in stages:
             stage()
             print(f"  {stage.__name__} done ({time.time() - started:.0f} s)", file=sys.stderr)
         bench.vault.close()
