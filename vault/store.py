@@ -448,17 +448,30 @@ def _blob(value: object) -> bytes:
 _CORRUPT = ("malformed", "not a database", "corrupt", "file is encrypted")
 
 
-@contextmanager
-def translate_errors() -> Iterator[None]:
-    """sqlite3 errors become VaultError subclasses: corruption is IntegrityError, the rest StorageError."""
-    try:
-        yield
-    except OverflowError:  # an integer SQLite cannot hold; only a damaged or hostile file produces one
-        raise IntegrityError("a stored value is out of range") from None
-    except sqlite3.Error as error:
-        message = str(error)
-        if isinstance(error, sqlite3.DatabaseError) and any(word in message for word in _CORRUPT):
-            raise IntegrityError("the database file is corrupt (SQLite: " + message + ")") from None
-        if "closed" in message:
-            raise StorageError("the vault is closed") from None
-        raise StorageError(f"database error ({type(error).__name__}: {message})") from None
+class _TranslateErrors:
+    """sqlite3 errors become VaultError subclasses: corruption is IntegrityError, the rest StorageError.
+    A class rather than a generator: it wraps every statement, and this is cheaper per use."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _trace: object) -> None:
+        if error is None:
+            return
+        if isinstance(error, OverflowError):  # an integer SQLite cannot hold: only a damaged file has one
+            raise IntegrityError("a stored value is out of range") from None
+        if isinstance(error, sqlite3.Error):
+            message = str(error)
+            if isinstance(error, sqlite3.DatabaseError) and any(word in message for word in _CORRUPT):
+                raise IntegrityError("the database file is corrupt (SQLite: " + message + ")") from None
+            if "closed" in message:
+                raise StorageError("the vault is closed") from None
+            raise StorageError(f"database error ({type(error).__name__}: {message})") from None
+
+
+_TRANSLATE = _TranslateErrors()
+
+
+def translate_errors() -> _TranslateErrors:
+    """The context manager that translates sqlite3 errors (see _TranslateErrors)."""
+    return _TRANSLATE
