@@ -10,6 +10,7 @@ from keys.envelope import encode_fields
 from keys.errors import IntegrityError
 
 TAG_SIZE = 32
+AUDIT_TAG_BYTES = 16  # 128 bits: no collisions among any realistic number of identifiers
 
 
 class IndexKey:
@@ -42,6 +43,17 @@ class IndexKey:
         if not tags_equal(self.owner_tag(user_id), owner_tag):
             raise IntegrityError("an owner registry entry does not match its tag")
         return user_id
+
+    def audit_tag(self, kind: str, value: str) -> str:
+        """Keyed tag (hex) of an identifier for the audit trail: equal (kind, value) give equal tags, so an
+        auditor can follow one user; without the keyring a tag names no one. Its key is derived apart from
+        the owner-tag key, so audit lines cannot be joined with the database's owner_tag column."""
+        message = encode_fields(b"scratchvault/audit-tag/v1", kind.encode(), value.encode("utf-8", "surrogatepass"))
+        return hmac.new(self._audit_key(), message, hashlib.sha256).digest()[:AUDIT_TAG_BYTES].hex()
+
+    def _audit_key(self) -> bytes:
+        # HKDF-Expand (RFC 5869) of the uniformly random index key, one block: a key only for audit tags
+        return self._mac(b"scratchvault/audit-key/v1\x01")
 
     def _name_cipher(self) -> Aead:
         # HKDF-Expand (RFC 5869) of the uniformly random index key, one block: a key only for names

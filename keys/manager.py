@@ -90,6 +90,12 @@ class KeyManager:
         self._cache.put(_INDEX, key)
         return key
 
+    def cached_index_key(self) -> IndexKey | None:
+        """The index key if it is in the cache, without asking the keyring (for work that must never wait on
+        a failing keyring, such as an audit record of a KeyUnavailable)."""
+        cached = self._cache.get(_INDEX)
+        return cached if isinstance(cached, IndexKey) else None
+
     def create_index_key(self) -> IndexKey:
         """Make, store and record the index key of a new vault (inside the transaction that creates it)."""
         raw = random_bytes(KEY_SIZE)

@@ -271,3 +271,36 @@ def test_turn_resumed_in_another_process_lists_and_reads_its_rows(shared):
         assert [(r.step_num, r.id) for r in listed] == sorted(ids.items())
         assert_rows_exact(vault, "alice", "turn-9", ids)
         assert vault.list_for_turn(Principal("bob"), "turn-9") == []
+
+
+def test_closing_while_another_thread_waits_inside_sqlite_never_crashes(db_path, keyring_backend):
+    """close() from one thread while another waits inside SQLite for the write lock (the situation in which
+    the suite once crashed the interpreter): the waiting call ends with StorageError or completes, the
+    process lives, and every later call is StorageError."""
+    from vault import StorageError
+
+    vault = Vault.open(db_path, keyring_backend=keyring_backend)
+    alice = Principal("alice")
+    vault.put(alice, "t", 0, "tool", "warm")
+    blocker = sqlite3.connect(db_path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    outcomes: list[str] = []
+
+    def blocked_put() -> None:
+        try:
+            vault.put(alice, "t", 1, "tool", "waits for the lock")
+            outcomes.append("stored")
+        except StorageError:
+            outcomes.append("closed")
+
+    worker = threading.Thread(target=blocked_put)
+    worker.start()
+    time.sleep(0.3)
+    vault.close()
+    time.sleep(0.1)
+    blocker.execute("COMMIT")
+    blocker.close()
+    worker.join(30)
+    assert not worker.is_alive() and outcomes in (["closed"], ["stored"])
+    with pytest.raises(StorageError):
+        vault.put(alice, "t", 2, "tool", "after close")

@@ -154,7 +154,7 @@ def test_shred_destroys_an_owner_everywhere_and_leaves_others_alone(db_path, key
 
 def test_shred_interrupted_after_the_keyring_is_finished_by_running_it_again(vault, monkeypatch):
     row = vault.put(ALICE, "t", 1, "x", "doomed").id
-    monkeypatch.setattr(vault._store, "delete_owner_rows", lambda tag: (_ for _ in ()).throw(OSError("crash")))
+    monkeypatch.setattr(vault._store, "delete_owner_rows", lambda *args: (_ for _ in ()).throw(OSError("crash")))
     with pytest.raises(OSError):
         vault.shred_owner("alice")
     monkeypatch.undo()

@@ -25,7 +25,8 @@ from keys import DataKey, KeyManager, KeyringStore, OwnerKeyset, resolve_backend
 from keys.aead import TAG_SIZE, random_bytes
 from keys.envelope import RowContext, chunk_aad, context_digest, meta_aad, summary_aad, wrap_aad
 from keys.errors import IntegrityError, InvalidArgument, KeyUnavailable, NotFound
-from vault import paths
+from vault import audit, paths
+from vault.audit import audited
 from vault.inputs import (
     ROW_ID_BYTES,
     check_identifier,
@@ -108,6 +109,7 @@ class Vault(KeyLifecycle):
         return cls(store, keys, clock=clock, max_read=max_read, max_ttl_seconds=float(max_ttl_seconds))
 
     # -- writing ---------------------------------------------------------------------------------------
+    @audited("put")
     def put(self, principal: Principal, turn_id: str, step_num: int, executor_name: str, observation: Any,
             ttl_seconds: float = 3600) -> Representation:
         """Encrypt and store an observation (str, bytes-like, JSON dict/list, or a readable file object)."""
@@ -170,6 +172,7 @@ class Vault(KeyLifecycle):
         self._count("puts")
         return _representation(header, record)
 
+    @audited("delete")
     def delete(self, principal: Principal, id: str) -> None:
         """Delete one of the caller's rows (NotFound for anything else); nothing readable stays behind."""
         with self._integrity_guard(id), self._store.snapshot():
@@ -177,21 +180,22 @@ class Vault(KeyLifecycle):
         if not self._store.delete_row(header.seq, header.row_id):
             raise NotFound()  # deleted by someone else between the check and the delete
 
+    @audited("extend_turn")
     def extend_turn(self, principal: Principal, turn_id: str, ttl_seconds: float) -> int:
         """Make the caller's live rows of a turn live at least ``ttl_seconds`` more (a resumed dialog); returns
         how many were extended. Expired rows stay expired; no lifetime is shortened."""
         _check_principal(principal)
         check_identifier(turn_id, "turn_id")
         ttl = check_ttl(ttl_seconds, self.max_ttl_seconds)
-        now = self._now()
-        expires_at = now + ttl
-        if not now < expires_at < math.inf:
-            raise InvalidArgument("ttl_seconds is too small (or too large) to be represented at this time")
         user_id = principal.user_id
         index = self._keys.index_key()
         owner_tag = index.owner_tag(user_id)
         extended = 0
         with self._integrity_guard(), self._store.transaction() as tx:
+            now = self._now()  # after the write lock: a row that expired while we waited stays expired
+            expires_at = now + ttl
+            if not now < expires_at < math.inf:
+                raise InvalidArgument("ttl_seconds is too small (or too large) to be represented at this time")
             for header, sealed in self._store.list_turn(owner_tag, index.turn_tag(owner_tag, turn_id), now):
                 if header.expires_at >= expires_at:
                     continue
@@ -209,12 +213,15 @@ class Vault(KeyLifecycle):
                 extended += 1
         return extended
 
-    def gc(self, now: float | None = None) -> int:
-        """Delete every row expired at ``now`` (default: the clock); returns how many were removed."""
+    @audited("gc")
+    def gc(self, now: float | None = None, *, progress: Callable[[int], None] | None = None) -> int:
+        """Delete every row expired at ``now`` (default: the clock); returns how many were removed.
+        ``progress`` is called with the running total after each committed batch."""
         moment = self._now() if now is None else _check_time(now)
-        return self._store.delete_expired(moment)
+        return self._store.delete_expired(moment, progress)
 
     # -- reading ---------------------------------------------------------------------------------------
+    @audited("get")
     def get(self, principal: Principal, id: str, *, turn_id: str | None = None) -> Record:
         """The complete row, content decrypted (for the engine; a model reads through ``read``). With
         ``turn_id``, a row of another turn is NotFound too."""
@@ -240,6 +247,7 @@ class Vault(KeyLifecycle):
                 expires_at=metadata.expires_at, key_version=header.key_version,
             )
 
+    @audited("read")
     def read(self, principal: Principal, id: str, mode: str = "head", n: int = 2000, start: int | None = None,
              end: int | None = None, *, turn_id: str | None = None) -> ReadResult:
         """A slice of a row, at most ``max_read`` units, decrypting only the chunks that hold it. With
@@ -263,6 +271,7 @@ class Vault(KeyLifecycle):
                 start=wanted.start, end=wanted.end,
             )
 
+    @audited("list")
     def list_for_turn(self, principal: Principal, turn_id: str) -> list[Representation]:
         """Representations of the caller's unexpired rows in a turn, by step number; summaries only."""
         _check_principal(principal)
@@ -287,7 +296,8 @@ class Vault(KeyLifecycle):
         return self._store.turn_has_rows(owner_tag, index.turn_tag(owner_tag, turn_id), self._now())
 
     def stats(self) -> dict[str, Any]:
-        """Counts of rows and bytes stored, expired-but-uncollected rows, and this process's counters."""
+        """Counts of rows and bytes stored (in all and by key version), expired-but-uncollected rows, and this
+        process's counters (reads, denials, integrity failures since open)."""
         with self._counter_lock:
             counters = dict(self._counters)
         return {**self._store.stats(self._now()), "counters": counters, "keyring_backend": self._keys.backend_name}
@@ -318,9 +328,11 @@ class Vault(KeyLifecycle):
         header = self._store.find_row(row_id) if row_id is not None else None
         index = self._keys.index_key()
         owner_tag = index.owner_tag(principal.user_id)
-        if (header is None or not tags_equal(header.owner_tag, owner_tag) or header.expires_at <= self._now()
-                or (turn_id is not None and not tags_equal(header.turn_tag, index.turn_tag(owner_tag, turn_id)))):
+        mine = header is not None and tags_equal(header.owner_tag, owner_tag) and (
+            turn_id is None or tags_equal(header.turn_tag, index.turn_tag(owner_tag, turn_id)))
+        if header is None or not mine or header.expires_at <= self._now():
             self._count("denied")
+            audit.note(denied=header is not None and not mine)  # only the operator's audit trail tells these apart
             log.info("scratchvault: access denied or no such row")
             raise NotFound()
         data_key, metadata, context = self._unseal(principal.user_id, header)

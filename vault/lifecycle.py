@@ -6,10 +6,12 @@ derive two different "next" versions, and a put never wraps a data key under a v
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from keys.envelope import RowContext, wrap_aad
 from keys.errors import InvalidArgument, KeyUnavailable
+from vault.audit import Audited, audited
 from vault.inputs import check_identifier, check_int
 
 if TYPE_CHECKING:
@@ -19,12 +21,14 @@ if TYPE_CHECKING:
 REWRAP_BATCH = 500  # rows per transaction: a killed rewrap loses at most one batch of work, never data
 
 
-class KeyLifecycle:
-    """Mixed into Vault: the key management an operator runs (see README, "Key management")."""
+class KeyLifecycle(Audited):
+    """Mixed into Vault: the key management an operator runs (see README, "Key management"); each call
+    leaves an audit record (vault/audit.py)."""
 
     _keys: KeyManager
     _store: SqliteStore
 
+    @audited("rotate")
     def rotate_owner_key(self, user_id: str) -> int:
         """Add a new key version for an owner and make it primary: new rows use it, old rows still read.
         Returns the new version. Run ``rewrap`` next, then ``retire_old_key_versions``."""
@@ -32,19 +36,24 @@ class KeyLifecycle:
         with self._store.transaction():
             return self._keys.rotate_owner_keyset(user_id).primary
 
-    def rewrap(self, user_id: str | None = None, *, batch: int = REWRAP_BATCH) -> int:
+    @audited("rewrap")
+    def rewrap(self, user_id: str | None = None, *, batch: int = REWRAP_BATCH,
+               progress: Callable[[int], None] | None = None) -> int:
         """Re-wrap the data keys of rows under older versions with the primary one, in batches (resumable:
         a killed rewrap is finished by running it again). Content is not touched: the cost is O(rows).
-        ``user_id=None`` rewraps every owner the vault knows. Returns how many rows were re-wrapped."""
+        ``user_id=None`` rewraps every owner the vault knows. Returns how many rows were re-wrapped;
+        ``progress`` is called with the running total after each committed batch."""
         check_int(batch, "batch", 1, 100_000)
         owners = self._keys.registered_owner_names() if user_id is None else [check_identifier(user_id, "user_id")]
-        done = sum(self._rewrap_owner(owner, batch) for owner in owners)
+        done = 0
+        for owner in owners:
+            done = self._rewrap_owner(owner, batch, done, progress)
         self._store.checkpoint()  # old wrapped keys must not linger in the WAL
         return done
 
-    def _rewrap_owner(self, user_id: str, batch: int) -> int:
+    def _rewrap_owner(self, user_id: str, batch: int, done: int, progress: Callable[[int], None] | None) -> int:
+        """Rewrap one owner's rows; returns ``done`` plus how many."""
         owner_tag = self._keys.index_key().owner_tag(user_id)
-        done = 0
         while True:
             with self._store.transaction() as tx:
                 keyset = self._keys.owner_keyset(user_id, refresh=True)
@@ -59,9 +68,12 @@ class KeyLifecycle:
                     wrapped = keyset.wrap(data_key, wrap_aad(context, user_id, keyset.primary))
                     self._store.update_wrapped_key(tx, header.seq, keyset.primary, wrapped)
             done += len(rows)
+            if progress is not None:
+                progress(done)
             if len(rows) < batch:
                 return done
 
+    @audited("retire")
     def retire_old_key_versions(self, user_id: str) -> int:
         """Remove from the keyring every non-primary version no row uses; refuse (InvalidArgument, nothing
         removed) while any row still needs one. Returns how many versions were removed. A backup taken
@@ -82,10 +94,12 @@ class KeyLifecycle:
                 self._keys.retire_owner_versions(user_id, old)
         return len(old)
 
-    def shred_owner(self, user_id: str) -> int:
+    @audited("shred")
+    def shred_owner(self, user_id: str, *, progress: Callable[[int], None] | None = None) -> int:
         """Crypto-shred an owner: delete their keyset from the keyring first (every copy of their rows, in
         backups or free pages, becomes unreadable), then every row of theirs. Other owners are untouched.
-        Safe to run again after an interruption. Returns how many rows were deleted."""
+        Safe to run again after an interruption. Returns how many rows were deleted; ``progress`` is called
+        with the running total after each committed batch."""
         check_identifier(user_id, "user_id")
         self._keys.delete_owner_keyset(user_id)
-        return self._store.delete_owner_rows(self._keys.index_key().owner_tag(user_id))
+        return self._store.delete_owner_rows(self._keys.index_key().owner_tag(user_id), progress)

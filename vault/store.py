@@ -13,10 +13,11 @@ import os
 import sqlite3
 import threading
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from keys.envelope import MAX_CHUNKS
 from keys.errors import IntegrityError, StorageError
@@ -94,6 +95,7 @@ class SqliteStore:
         self._identity = paths.identity(path)  # every later connection must reach this same file
         self._uri = "file:" + urllib.parse.quote(os.fsencode(path)) + "?mode=rw"  # bytes: any valid file name
         self._checkpoint_pending = False
+        self._busy: dict[sqlite3.Connection, int] = {}
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -127,20 +129,42 @@ class SqliteStore:
         return connection
 
     @contextmanager
+    def _using(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection, marked busy while used: close() from another thread never closes a
+        connection under a running statement (that crashes the sqlite3 module); a busy one closes itself
+        when its last use ends."""
+        connection = self._connection()
+        with self._lock:
+            if self._closed:
+                raise StorageError("the vault is closed")
+            self._busy[connection] = self._busy.get(connection, 0) + 1
+        try:
+            yield connection
+        finally:
+            with self._lock:
+                self._busy[connection] -= 1
+                last = self._busy[connection] == 0
+                if last:
+                    del self._busy[connection]
+                orphaned = last and self._closed
+            if orphaned:
+                connection.close()
+
+    @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction (BEGIN IMMEDIATE: takes the write lock up front, so no upgrade deadlock)."""
-        connection = self._connection()
-        with translate_errors():
-            connection.execute("BEGIN IMMEDIATE")
-        try:
+        with self._using() as connection:
             with translate_errors():
-                yield connection
-        except BaseException:
-            if connection.in_transaction:
-                connection.rollback()
-            raise
-        with translate_errors():
-            connection.execute("COMMIT")
+                connection.execute("BEGIN IMMEDIATE")
+            try:
+                with translate_errors():
+                    yield connection
+            except BaseException:
+                if connection.in_transaction:
+                    connection.rollback()
+                raise
+            with translate_errors():
+                connection.execute("COMMIT")
         if self._checkpoint_pending:
             self.checkpoint()
 
@@ -148,22 +172,22 @@ class SqliteStore:
     def snapshot(self) -> Iterator[None]:
         """A read transaction, so one read-side call sees one consistent state (not a row deleted and its seq
         reused between two of its statements); inside another transaction it just joins it."""
-        connection = self._connection()
-        if connection.in_transaction:
-            yield
-            return
-        with translate_errors():
-            connection.execute("BEGIN DEFERRED")
-        try:
-            yield
-        finally:
+        with self._using() as connection:
             if connection.in_transaction:
-                with translate_errors():
-                    connection.execute("COMMIT")
+                yield
+                return
+            with translate_errors():
+                connection.execute("BEGIN DEFERRED")
+            try:
+                yield
+            finally:
+                if connection.in_transaction:
+                    with translate_errors():
+                        connection.execute("COMMIT")
 
     def _query(self, sql: str, parameters: tuple = ()) -> list[tuple]:
-        with translate_errors():
-            return self._connection().execute(sql, parameters).fetchall()
+        with self._using() as connection, translate_errors():
+            return connection.execute(sql, parameters).fetchall()
 
     def close(self) -> None:
         """Finish a pending checkpoint, close every thread's connection; later calls raise StorageError."""
@@ -171,10 +195,10 @@ class SqliteStore:
             self.checkpoint()
         with self._lock:
             self._closed = True
-            connections, self._connections = self._connections, []
-        for connection in connections:
+            idle = [c for c in self._connections if c not in self._busy]  # busy ones close themselves
+            self._connections = []
+        for connection in idle:
             connection.close()
-        self._local = threading.local()
 
     # -- vault metadata --------------------------------------------------------------------------------
     def get_meta(self, name: str) -> bytes | None:
@@ -259,8 +283,9 @@ class SqliteStore:
         self.checkpoint()
         return True
 
-    def delete_expired(self, now: float) -> int:
-        """Delete every row that expired at or before ``now``, in batches; returns how many."""
+    def delete_expired(self, now: float, progress: Callable[[int], None] | None = None) -> int:
+        """Delete every row that expired at or before ``now``, in batches; returns how many. ``progress`` is
+        called with the running total after each committed batch."""
         removed = 0
         while True:
             with self.transaction() as connection:
@@ -268,6 +293,8 @@ class SqliteStore:
                     "SELECT seq FROM rows WHERE expires_at <= ? LIMIT ?", (now, GC_BATCH))]
                 _delete_seqs(connection, seqs)
             removed += len(seqs)
+            if progress is not None:
+                progress(removed)
             if len(seqs) < GC_BATCH:
                 break
         if removed:
@@ -278,8 +305,7 @@ class SqliteStore:
         """Copy the WAL into the database and truncate it (old page images would otherwise linger there).
         A reader can keep it from finishing: it then waits at most briefly, and is retried after the next
         write and on close, rather than stalling the caller for the whole busy timeout."""
-        connection = self._connection()
-        with translate_errors():
+        with self._using() as connection, translate_errors():
             connection.execute("PRAGMA busy_timeout = 200")
             try:
                 busy = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
@@ -293,12 +319,16 @@ class SqliteStore:
             "SELECT 1 FROM rows UNION ALL SELECT 1 FROM owner_keys "
             "UNION ALL SELECT 1 FROM meta WHERE name = 'index_key_check' LIMIT 1")
 
-    def stats(self, now: float) -> dict[str, int]:
-        """Row and byte counts (all rows) and how many rows are expired but not yet collected."""
+    def stats(self, now: float) -> dict[str, Any]:
+        """Row and byte counts (all rows, and by key version) and how many rows are expired but not yet
+        collected."""
         rows, size, expired = self._query(
             "SELECT count(*), coalesce(sum(size_bytes), 0), coalesce(sum(expires_at <= ?), 0) FROM rows", (now,)
         )[0]
-        return {"rows": rows, "bytes": size, "expired_rows": expired}
+        by_version = self._query("SELECT key_version, count(*), coalesce(sum(size_bytes), 0) FROM rows "
+                                 "GROUP BY key_version ORDER BY key_version")
+        return {"rows": rows, "bytes": size, "expired_rows": expired,
+                "by_key_version": {version: {"rows": count, "bytes": total} for version, count, total in by_version}}
 
     # -- key commitments (keys.manager.KeyCommitments) -------------------------------------------------
     def owner_checks(self, owner_tag: bytes) -> dict[int, bytes]:
@@ -335,11 +365,12 @@ class SqliteStore:
     @contextmanager
     def _atomic(self) -> Iterator[sqlite3.Connection]:
         """Join the open transaction of this thread, or run in a write transaction of its own."""
-        connection = self._connection()
-        if connection.in_transaction:
-            with translate_errors():
-                yield connection
-        else:
+        with self._using() as connection:
+            joined = connection.in_transaction
+            if joined:
+                with translate_errors():
+                    yield connection
+        if not joined:
             with self.transaction() as own:
                 yield own
 
@@ -363,8 +394,9 @@ class SqliteStore:
         connection.execute("UPDATE rows SET key_version = ?, wrapped_key = ? WHERE seq = ?",
                            (version, wrapped_key, seq))
 
-    def delete_owner_rows(self, owner_tag: bytes) -> int:
-        """Delete every row of an owner, in batches, then checkpoint; returns how many."""
+    def delete_owner_rows(self, owner_tag: bytes, progress: Callable[[int], None] | None = None) -> int:
+        """Delete every row of an owner, in batches, then checkpoint; returns how many. ``progress`` is called
+        with the running total after each committed batch."""
         removed = 0
         while True:
             with self.transaction() as connection:
@@ -372,6 +404,8 @@ class SqliteStore:
                     "SELECT seq FROM rows WHERE owner_tag = ? LIMIT ?", (owner_tag, GC_BATCH))]
                 _delete_seqs(connection, seqs)
             removed += len(seqs)
+            if progress is not None:
+                progress(removed)
             if len(seqs) < GC_BATCH:
                 break
         self.checkpoint()
