@@ -1,0 +1,208 @@
+"""Known-answer vectors: Wycheproof AES-256-GCM through keys.aead, and our own frozen row format v1.
+
+The files are in tests/vectors/ (provenance in its README.md). Nothing here regenerates them: a difference
+means the AEAD or the row format changed, and rows already on disk would no longer open.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from conftest import FakeClock
+from memory_keyring import MemoryKeyring
+
+from keys.aead import Aead
+from keys.blind_index import IndexKey
+from keys.datakey import DataKey
+from keys.envelope import (
+    RowContext,
+    chunk_aad,
+    chunk_nonce,
+    context_digest,
+    meta_aad,
+    summary_aad,
+    wrap_aad,
+)
+from keys.errors import IntegrityError
+from keys.keyset import OwnerKeyset, parse_single_key
+from vault import Principal, Vault
+from vault.rowformat import Metadata, SummaryRecord, chunked, text_pieces
+
+VECTORS = Path(__file__).parent / "vectors"
+WYCHEPROOF = json.loads((VECTORS / "wycheproof_aes_gcm_256_96.json").read_text())
+ROW = json.loads((VECTORS / "row_format_v1.json").read_text(encoding="utf-8"))
+IN = ROW["inputs"]
+
+
+# -- Wycheproof ------------------------------------------------------------------------------------------
+def test_wycheproof_aes_256_gcm_96_bit_iv_vectors_all_run_and_pass():
+    groups = WYCHEPROOF["testGroups"]
+    assert groups and all((g["keySize"], g["ivSize"], g["tagSize"]) == (256, 96, 128) for g in groups)
+    ran, results = 0, {"valid": 0, "invalid": 0}
+    for group in groups:
+        for case in group["tests"]:
+            key, iv, aad, msg, ct, tag = (bytes.fromhex(case[k]) for k in ("key", "iv", "aad", "msg", "ct", "tag"))
+            aead, label = Aead(key), f"tcId {case['tcId']}"
+            if case["result"] == "valid":
+                assert aead.seal(iv, msg, aad) == ct + tag, label
+                assert aead.open(iv, ct + tag, aad) == msg, label
+                out = bytearray(len(ct))
+                aead.open_into(iv, ct + tag, aad, memoryview(out))
+                assert out == msg, label
+            else:
+                assert case["result"] == "invalid", label
+                assert aead.seal(iv, msg, aad) != ct + tag, label
+                with pytest.raises(IntegrityError):
+                    aead.open(iv, ct + tag, aad)
+                with pytest.raises(IntegrityError):
+                    aead.open_into(iv, ct + tag, aad, memoryview(bytearray(len(ct))))
+            results[case["result"]] += 1
+            ran += 1
+    assert ran == WYCHEPROOF["numberOfTests"] == sum(len(g["tests"]) for g in groups) == 66
+    assert results == {"valid": 39, "invalid": 27}
+
+
+@pytest.mark.parametrize(("key_size", "nonce_size"), [(16, 12), (24, 12), (32, 8), (32, 16), (32, 0)])
+def test_aead_refuses_the_key_and_nonce_sizes_the_vendored_groups_leave_out(key_size, nonce_size):
+    with pytest.raises(IntegrityError):
+        Aead(bytes(key_size)).seal(bytes(nonce_size), b"x", b"") if key_size == 32 else Aead(bytes(key_size))
+
+
+# -- row format v1 -----------------------------------------------------------------------------------------
+def out(name: str):
+    value = ROW["outputs"][name]["expect"]
+    return bytes.fromhex(value) if isinstance(value, str) else value
+
+
+def raw(name: str) -> bytes:
+    return bytes.fromhex(IN[name])
+
+
+def parts():
+    """The frozen row's keys, context and clear values, built from the inputs only."""
+    version = IN["key_version"]
+    return (IndexKey(raw("index_key")), OwnerKeyset(version, {version: raw("owner_key")}), DataKey(raw("data_key")),
+            RowContext(raw("vault_id"), raw("row_id")))
+
+
+def expected_metadata() -> Metadata:
+    return Metadata(
+        user_id=IN["user_id"], actor=IN["actor"], channel=IN["channel"], turn_id=IN["turn_id"],
+        step_num=IN["step_num"], executor_name=IN["executor_name"], content_kind=IN["content_kind"],
+        size_bytes=out("size_bytes"), size_units=len(IN["plaintext"]), chunk_units=tuple(out("chunk_units")),
+        created_at=IN["created_at"], expires_at=IN["expires_at"],
+    )
+
+
+def expected_summary() -> SummaryRecord:
+    return SummaryRecord(IN["step_num"], IN["executor_name"], IN["content_kind"], len(IN["plaintext"]),
+                         IN["created_at"], IN["summary"], IN["retained"])
+
+
+def test_row_format_v1_sealing_reproduces_every_frozen_value():
+    index, keyset, data_key, ctx = parts()
+    user, turn, version, expires = IN["user_id"], IN["turn_id"], IN["key_version"], IN["expires_at"]
+    chunks = list(chunked(text_pieces(IN["plaintext"]), text=True))
+    assert [len(c.data) for c in chunks] == out("chunk_bytes") and [c.units for c in chunks] == out("chunk_units")
+    assert [c.last for c in chunks] == [False, True]
+    owner_tag, size = index.owner_tag(user), sum(len(c.data) for c in chunks)
+    assert owner_tag == out("owner_tag")
+    assert index.turn_tag(owner_tag, turn) == out("turn_tag")
+    assert size == out("size_bytes")
+    assert index.check_value(ctx.vault_id) == out("index_key_check")
+    assert keyset.check_value(version, ctx.vault_id) == out("owner_key_check")
+    digest = context_digest(user, turn, IN["step_num"], IN["executor_name"], IN["content_kind"])
+    assert digest == out("context_digest")
+    assert wrap_aad(ctx, user, version) == out("wrap_aad")
+    assert meta_aad(ctx, out("owner_tag"), out("turn_tag"), expires, size) == out("metadata_aad")
+    assert summary_aad(ctx, out("owner_tag"), out("turn_tag"), expires, size) == out("summary_aad")
+    assert chunk_aad(ctx, digest) == out("chunk_aad")
+    assert keyset._wrap_with_nonce(data_key, out("wrap_aad"), raw("wrap_nonce")) == out("wrapped_key")
+    assert expected_metadata().encode() == out("metadata_plaintext")
+    assert data_key._seal_with_nonce(raw("metadata_nonce"), out("metadata_plaintext"),
+                                     out("metadata_aad")) == out("sealed_metadata")
+    assert expected_summary().encode() == out("summary_plaintext")
+    assert data_key._seal_with_nonce(raw("summary_nonce"), out("summary_plaintext"),
+                                     out("summary_aad")) == out("sealed_summary")
+    for i, chunk in enumerate(chunks):
+        assert chunk_nonce(i, chunk.last) == out(f"chunk_{i}_nonce")
+        assert data_key.seal_chunk(i, chunk.last, chunk.data, out("chunk_aad")) == out(f"sealed_chunk_{i}")
+    assert out("chunk_positions") == [IN["seq"] << 20 | i for i in range(len(chunks))]
+    assert raw("metadata_nonce")[0] == 0x02 and raw("summary_nonce")[0] == 0x03
+    assert len(out("wrapped_key")) == 60
+
+
+def test_row_format_v1_frozen_bytes_open_back_to_the_inputs():
+    _, keyset, _, _ = parts()
+    data_key = keyset.unwrap(IN["key_version"], out("wrapped_key"), out("wrap_aad"))
+    assert Metadata.decode(data_key.open_metadata(out("sealed_metadata"), out("metadata_aad"))) == expected_metadata()
+    assert SummaryRecord.decode(data_key.open_summary(out("sealed_summary"), out("summary_aad"))) == expected_summary()
+    last = len(out("chunk_bytes")) - 1
+    opened = b"".join(data_key.open_chunk(i, i == last, out(f"sealed_chunk_{i}"), out("chunk_aad"))
+                      for i in range(last + 1))
+    assert opened.decode() == IN["plaintext"]
+    with pytest.raises(IntegrityError):  # the frozen bytes are bound: chunk 0 does not open as the last chunk
+        data_key.open_chunk(0, True, out("sealed_chunk_0"), out("chunk_aad"))
+    with pytest.raises(IntegrityError):  # nor the wrapped key under another key version
+        OwnerKeyset(2, {2: raw("owner_key")}).unwrap(2, out("wrapped_key"), wrap_aad(parts()[3], IN["user_id"], 2))
+
+
+def test_row_format_v1_keyring_entries_parse_to_the_frozen_keys():
+    index_service, index_user, index_entry = out("keyring_index_entry")
+    assert IndexKey(parse_single_key(index_entry, "index key")).owner_tag(IN["user_id"]) == out("owner_tag")
+    owner_service, owner_user, owner_entry = out("keyring_owner_entry")
+    vault_hex = IN["vault_id"]
+    assert (index_service, index_user) == (f"scratchvault/{vault_hex}/index", "index")
+    assert (owner_service, owner_user) == (f"scratchvault/{vault_hex}/owner", out("owner_tag").hex())
+    keyset = OwnerKeyset.parse(owner_entry)
+    assert keyset.primary == IN["key_version"] and keyset.versions == (IN["key_version"],)
+    assert keyset.check_value(IN["key_version"], raw("vault_id")) == out("owner_key_check")
+    assert json.loads(owner_entry) == json.loads(parts()[1].serialize())
+
+
+def test_row_format_v1_database_row_opens_end_to_end_through_the_public_api(db_path):
+    """A database file holding the frozen bytes (schema made by Vault.open, vault id and row put in by hand):
+    Vault.get, read and list_for_turn return the frozen row."""
+    ring = MemoryKeyring()
+    Vault.open(db_path, keyring_backend=ring).close()  # schema, a random vault id: replaced below
+    ring.secrets.clear()
+    for service, user, password in (out("keyring_index_entry"), out("keyring_owner_entry")):
+        ring.secrets[(service, user)] = password
+    seq = IN["seq"]
+    with closing(sqlite3.connect(db_path)) as conn:
+        assert conn.execute("SELECT count(*) FROM rows").fetchone() == (0,)
+        conn.execute("UPDATE meta SET value = ? WHERE name = 'vault_id'", (raw("vault_id"),))
+        conn.execute("UPDATE meta SET value = ? WHERE name = 'index_key_check'", (out("index_key_check"),))
+        assert conn.total_changes == 2
+        conn.execute("INSERT INTO owner_keys (owner_tag, version, check_value) VALUES (?, ?, ?)",
+                     (out("owner_tag"), IN["key_version"], out("owner_key_check")))
+        conn.execute("INSERT INTO rows (seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, "
+                     "wrapped_key, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     (seq, raw("row_id"), out("owner_tag"), out("turn_tag"), IN["key_version"], IN["expires_at"],
+                      out("size_bytes"), out("wrapped_key"), out("sealed_metadata")))
+        conn.execute("INSERT INTO summaries (seq, sealed) VALUES (?, ?)", (seq, out("sealed_summary")))
+        for i, pos in enumerate(out("chunk_positions")):
+            conn.execute("INSERT INTO chunks (pos, sealed) VALUES (?, ?)", (pos, out(f"sealed_chunk_{i}")))
+        conn.commit()
+    clock = FakeClock(IN["created_at"] + 1)
+    who, row_id, text = Principal(IN["user_id"], actor="other actor"), IN["row_id"], IN["plaintext"]
+    with Vault.open(db_path, keyring_backend=ring, clock=clock) as vault:
+        record = vault.get(who, row_id)
+        assert record.content == text
+        assert (record.owner, record.turn_id, record.step_num, record.executor_name, record.content_kind) == (
+            Principal(IN["user_id"], IN["actor"], IN["channel"]), IN["turn_id"], IN["step_num"],
+            IN["executor_name"], IN["content_kind"])
+        assert (record.size_bytes, record.summary, record.retained, record.created_at, record.expires_at,
+                record.key_version) == (out("size_bytes"), IN["summary"], IN["retained"], IN["created_at"],
+                                        IN["expires_at"], IN["key_version"])
+        boundary = out("chunk_units")[0]
+        sliced = vault.read(who, row_id, mode="range", start=boundary - 5, end=boundary + 5)
+        assert sliced.content == text[boundary - 5:boundary + 5]
+        assert vault.read(who, row_id, mode="tail", n=10).content == text[-10:]
+        assert [rep.id for rep in vault.list_for_turn(who, IN["turn_id"])] == [row_id]
+        clock.now = IN["expires_at"]
+        assert vault.list_for_turn(who, IN["turn_id"]) == []

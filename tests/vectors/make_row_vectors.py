@@ -1,0 +1,181 @@
+"""Generate tests/vectors/row_format_v1.json: frozen known-answer vectors of scratchvault's row format v1.
+
+Run by hand, once per format version, from the repository root::
+
+    python tests/vectors/make_row_vectors.py            # writes tests/vectors/row_format_v1.json
+    python tests/vectors/make_row_vectors.py --check    # exit 1 if the file differs from what it would write
+
+The test suite never runs this; ``tests/test_vectors.py`` recomputes every output from the file's inputs and
+compares. Regenerating the file to make that test pass defeats its purpose: a difference means the format
+changed, and rows already on disk would no longer open. Bump the format version instead.
+
+The row is sealed exactly as ``Vault.put`` seals one, except that the random values (keys, ids, nonces) are
+fixed here. Random nonces enter through the test seams ``OwnerKeyset._wrap_with_nonce`` and
+``DataKey._seal_with_nonce``; everything else uses the public functions of ``keys/`` and ``vault/rowformat.py``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from keys.blind_index import IndexKey  # noqa: E402
+from keys.datakey import DataKey  # noqa: E402
+from keys.envelope import (  # noqa: E402
+    RowContext,
+    chunk_aad,
+    chunk_nonce,
+    context_digest,
+    meta_aad,
+    summary_aad,
+    wrap_aad,
+)
+from keys.keyset import OwnerKeyset  # noqa: E402
+from vault.rowformat import Metadata, SummaryRecord, chunked, text_pieces  # noqa: E402
+
+OUT = Path(__file__).with_name("row_format_v1.json")
+
+
+def _fixed(label: str, size: int) -> str:
+    """A fixed, random-looking value (hex) derived from a label, so the inputs are not all-zero patterns."""
+    return hashlib.sha256(b"scratchvault row format v1 vector/" + label.encode()).digest()[:size].hex()
+
+
+def _plaintext() -> str:
+    """Lines of text, then a 3-byte character straddling the 64 KiB boundary (the chunker must cut before
+    it), then a short tail with 2- and 4-byte characters."""
+    lines, size = [], 0
+    while size + len(line := f"frozen line {len(lines):05d}: résumé\n".encode()) <= 65535:
+        lines.append(line.decode())
+        size += len(line)
+    head = "".join(lines) + "." * (65535 - size)  # 65,535 bytes of 1- and 2-byte characters
+    return head + "€ tail of the frozen row ✓ 𝄞\n"
+
+
+def inputs() -> dict:
+    """Every input of the row, JSON-ready (bytes in hex)."""
+    created_at = 1_800_000_000.25
+    return {
+        "owner_key": _fixed("owner key v1", 32),
+        "key_version": 1,
+        "data_key": _fixed("data key", 32),
+        "index_key": _fixed("index key", 32),
+        "vault_id": _fixed("vault id", 16),
+        "row_id": _fixed("row id", 16),
+        "seq": 1,
+        "user_id": "alice-é",
+        "actor": "planner",
+        "channel": "web",
+        "turn_id": "turn-ü-7",
+        "step_num": 3,
+        "executor_name": "web.fetch",
+        "content_kind": "text",
+        "created_at": created_at,
+        "expires_at": created_at + 3600.5,
+        "wrap_nonce": _fixed("wrap nonce", 12),
+        "metadata_nonce": "02" + _fixed("metadata nonce", 11),
+        "summary_nonce": "03" + _fixed("summary nonce", 11),
+        "summary": "text; begins: frozen line 00000: résumé …",
+        "retained": {"source": "frozen vector ✓"},
+        "plaintext": _plaintext(),
+    }
+
+
+def outputs(given: dict) -> dict:
+    """Every output, computed with the code of keys/ and vault/rowformat.py: name -> {"how", "expect"}."""
+    raw = {k: bytes.fromhex(given[k]) for k in ("owner_key", "data_key", "index_key", "vault_id", "row_id")}
+    version, user_id, turn_id = given["key_version"], given["user_id"], given["turn_id"]
+    index, keyset, data_key = IndexKey(raw["index_key"]), OwnerKeyset(version, {version: raw["owner_key"]}), \
+        DataKey(raw["data_key"])
+    ctx = RowContext(raw["vault_id"], raw["row_id"])
+    chunks = list(chunked(text_pieces(given["plaintext"]), text=True))
+    size_bytes = sum(len(c.data) for c in chunks)
+    owner_tag = index.owner_tag(user_id)
+    turn_tag = index.turn_tag(owner_tag, turn_id)
+    digest = context_digest(user_id, turn_id, given["step_num"], given["executor_name"], given["content_kind"])
+    aads = {
+        "wrap_aad": wrap_aad(ctx, user_id, version),
+        "metadata_aad": meta_aad(ctx, owner_tag, turn_tag, given["expires_at"], size_bytes),
+        "summary_aad": summary_aad(ctx, owner_tag, turn_tag, given["expires_at"], size_bytes),
+        "chunk_aad": chunk_aad(ctx, digest),
+    }
+    metadata = Metadata(
+        user_id=user_id, actor=given["actor"], channel=given["channel"], turn_id=turn_id,
+        step_num=given["step_num"], executor_name=given["executor_name"], content_kind=given["content_kind"],
+        size_bytes=size_bytes, size_units=sum(c.units for c in chunks), chunk_units=tuple(c.units for c in chunks),
+        created_at=given["created_at"], expires_at=given["expires_at"],
+    ).encode()
+    summary = SummaryRecord(given["step_num"], given["executor_name"], given["content_kind"],
+                            sum(c.units for c in chunks), given["created_at"], given["summary"],
+                            given["retained"]).encode()
+    vault_hex = raw["vault_id"].hex()
+    result = {
+        "owner_tag": ("HMAC-SHA256(index key, 'scratchvault/owner-tag/v1' | user_id)", owner_tag),
+        "turn_tag": ("HMAC-SHA256(index key, 'scratchvault/turn-tag/v1' | owner tag | turn_id)", turn_tag),
+        "index_key_check": ("meta 'index_key_check': IndexKey.check_value(vault_id)",
+                            index.check_value(raw["vault_id"])),
+        "owner_key_check": ("owner_keys.check_value of version 1: OwnerKeyset.check_value(1, vault_id)",
+                            keyset.check_value(version, raw["vault_id"])),
+        "context_digest": ("SHA-256 of the row's immutable context (envelope.context_digest)", digest),
+        **{name: (f"envelope.{name.replace('metadata', 'meta')} of this row", value) for name, value in aads.items()},
+        "wrapped_key": ("wrap nonce | AES-256-GCM(owner key v1, data key, wrap_aad)",
+                        keyset._wrap_with_nonce(data_key, aads["wrap_aad"], bytes.fromhex(given["wrap_nonce"]))),
+        "metadata_plaintext": ("Metadata.encode()", metadata),
+        "sealed_metadata": ("metadata nonce | AES-256-GCM(data key, metadata_plaintext, metadata_aad)",
+                            data_key._seal_with_nonce(bytes.fromhex(given["metadata_nonce"]), metadata,
+                                                      aads["metadata_aad"])),
+        "summary_plaintext": ("SummaryRecord.encode()", summary),
+        "sealed_summary": ("summary nonce | AES-256-GCM(data key, summary_plaintext, summary_aad)",
+                           data_key._seal_with_nonce(bytes.fromhex(given["summary_nonce"]), summary,
+                                                     aads["summary_aad"])),
+    }
+    for i, chunk in enumerate(chunks):
+        result[f"chunk_{i}_nonce"] = (f"envelope.chunk_nonce({i}, last={chunk.last})", chunk_nonce(i, chunk.last))
+        result[f"sealed_chunk_{i}"] = (f"DataKey.seal_chunk({i}, last={chunk.last}, chunk, chunk_aad)",
+                                       data_key.seal_chunk(i, chunk.last, chunk.data, aads["chunk_aad"]))
+    outs = {name: {"how": how, "expect": value.hex()} for name, (how, value) in result.items()}
+    outs["size_bytes"] = {"how": "rows.size_bytes", "expect": size_bytes}
+    outs["chunk_bytes"] = {"how": "plaintext bytes per chunk, as rowformat.chunked cuts the UTF-8 text",
+                           "expect": [len(c.data) for c in chunks]}
+    outs["chunk_units"] = {"how": "characters per chunk (metadata chunk_units)", "expect": [c.units for c in chunks]}
+    outs["chunk_positions"] = {"how": "chunks.pos = seq << 20 | index",
+                               "expect": [given["seq"] << 20 | i for i in range(len(chunks))]}
+    outs["keyring_index_entry"] = {
+        "how": "keyring entry (service, username, password) of the index key",
+        "expect": [f"scratchvault/{vault_hex}/index", "index",
+                   json.dumps({"format": "scratchvault-key/1", "key": base64.b64encode(raw["index_key"]).decode()})],
+    }
+    outs["keyring_owner_entry"] = {
+        "how": "keyring entry (service, username = owner tag in hex, password) of the owner's keyset",
+        "expect": [f"scratchvault/{vault_hex}/owner", owner_tag.hex(), keyset.serialize()],
+    }
+    return outs
+
+
+def document() -> str:
+    given = inputs()
+    return json.dumps({
+        "source": "scratchvault row format v1, generated by tests/vectors/make_row_vectors.py (run by hand); "
+                  "bytes are hex; see tests/vectors/README.md",
+        "format_version": 1,
+        "inputs": given,
+        "outputs": outputs(given),
+    }, indent=1, ensure_ascii=False) + "\n"
+
+
+def main() -> int:
+    text = document()
+    if sys.argv[1:] == ["--check"]:
+        return 0 if OUT.read_text(encoding="utf-8") == text else 1
+    OUT.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
