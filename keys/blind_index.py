@@ -10,26 +10,41 @@ from keys.envelope import encode_fields
 from keys.errors import IntegrityError
 
 TAG_SIZE = 32
+TAG_CACHE_SIZE = 4096
 AUDIT_TAG_BYTES = 16  # 128 bits: no collisions among any realistic number of identifiers
 
 
 class IndexKey:
     """The vault-wide HMAC-SHA256 key for owner and turn tags (held in the keyring, cached here)."""
 
-    __slots__ = ("_raw",)
+    __slots__ = ("_raw", "_tags")
 
     def __init__(self, raw: bytes) -> None:
         if len(raw) != KEY_SIZE:
             raise IntegrityError("index key has the wrong length")
         self._raw = bytes(raw)
+        self._tags: dict[tuple[str, bytes, str], bytes] = {}  # recent tags: every call computes two
 
     def owner_tag(self, user_id: str) -> bytes:
         """Tag of an owner: equal user ids (compared exactly, no normalisation) give equal tags."""
-        return self._mac(encode_fields(b"scratchvault/owner-tag/v1", user_id.encode()))
+        return self._tag("owner", b"", user_id)
 
     def turn_tag(self, owner_tag: bytes, turn_id: str) -> bytes:
         """Tag of a turn within one owner: two owners' turns with the same name never share a tag."""
-        return self._mac(encode_fields(b"scratchvault/turn-tag/v1", owner_tag, turn_id.encode()))
+        return self._tag("turn", owner_tag, turn_id)
+
+    def _tag(self, kind: str, owner_tag: bytes, name: str) -> bytes:
+        key = (kind, owner_tag, name)
+        tag = self._tags.get(key)
+        if tag is None:
+            if kind == "owner":
+                tag = self._mac(encode_fields(b"scratchvault/owner-tag/v1", name.encode()))
+            else:
+                tag = self._mac(encode_fields(b"scratchvault/turn-tag/v1", owner_tag, name.encode()))
+            if len(self._tags) >= TAG_CACHE_SIZE:
+                self._tags.clear()  # bounded; tags are cheap to recompute
+            self._tags[key] = tag
+        return tag
 
     def seal_name(self, vault_id: bytes, owner_tag: bytes, user_id: str) -> bytes:
         """Seal an owner's name for the owner registry (so maintenance can enumerate owners)."""

@@ -25,6 +25,7 @@ from keys.aead import NONCE_SIZE, random_bytes
 from keys.errors import IntegrityError
 
 FORMAT_VERSION = 1
+_LENGTH = struct.Struct(">I").pack
 DOMAIN_CHUNK = 0x01
 DOMAIN_META = 0x02
 DOMAIN_SUMMARY = 0x03
@@ -33,10 +34,14 @@ MAX_CHUNKS = 1 << 20  # the chunk counter is far wider; this bound comes from th
 
 def encode_fields(label: bytes, *fields: bytes) -> bytes:
     """Unambiguous encoding: ``label || (len32 || field)*``."""
-    return label + b"".join([len(field).to_bytes(4, "big") + field for field in fields])
+    parts = [label]
+    for field in fields:
+        parts.append(_LENGTH(len(field)))
+        parts.append(field)
+    return b"".join(parts)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made per row or chunk, and a frozen __init__ is slow
 class RowContext:
     """What every sealed part of a row is bound to: the vault and the row."""
 

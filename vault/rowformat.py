@@ -19,13 +19,16 @@ from keys.envelope import MAX_CHUNKS
 from keys.errors import IntegrityError, InvalidArgument
 
 CHUNK_BYTES = 64 * 1024
+# made once: json.dumps with non-default options builds a new encoder on every call
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
+_TEXT_JSON = json.JSONEncoder(ensure_ascii=False)
 KINDS = ("text", "binary", "json")
 MAX_JSON_DEPTH = 256
 _CONTINUATION = frozenset(range(0x80, 0xC0))
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made per row or chunk, and a frozen __init__ is slow
 class Chunk:
     """One plaintext chunk, its size in units, and whether it is the row's last."""
 
@@ -34,7 +37,7 @@ class Chunk:
     last: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made per row or chunk, and a frozen __init__ is slow
 class Metadata:
     """Everything about a row that is not content and not needed in clear; sealed with the row's DEK."""
 
@@ -58,7 +61,7 @@ class Metadata:
         """Canonical JSON bytes of the record (format version inside)."""
         fields = {name: getattr(self, name) for name in self.__slots__}
         fields["chunk_units"] = list(self.chunk_units)
-        return json.dumps({"format": 1, **fields}, separators=(",", ":")).encode()
+        return _COMPACT_JSON.encode({"format": 1, **fields}).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> Metadata:
@@ -76,7 +79,7 @@ class Metadata:
         return metadata
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made per row or chunk, and a frozen __init__ is slow
 class SummaryRecord:
     """What ``list_for_turn`` needs of a row, sealed apart from content and metadata."""
 
@@ -94,7 +97,7 @@ class SummaryRecord:
     def encode(self) -> bytes:
         """JSON bytes of the record (format version inside)."""
         fields = {name: getattr(self, name) for name in self.__slots__}
-        return json.dumps({"format": 1, **fields}, ensure_ascii=False).encode("utf-8", "replace")
+        return _TEXT_JSON.encode({"format": 1, **fields}).encode("utf-8", "replace")
 
     @classmethod
     def decode(cls, raw: bytes) -> SummaryRecord:

@@ -72,7 +72,7 @@ _SELECT_TURN = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made per row or chunk, and a frozen __init__ is slow
 class RowHeader:
     """The clear columns and sealed envelope of a row, as stored (nothing decrypted)."""
 
