@@ -61,6 +61,8 @@ _SELECT_ROW_BY_ID = (
     "SELECT seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata FROM rows "
     "WHERE id = ?"
 )
+_EXPIRED_BATCH = "SELECT seq FROM rows WHERE expires_at <= ? LIMIT ?"
+_OWNER_BATCH = "SELECT seq FROM rows WHERE owner_tag = ? LIMIT ?"
 _SELECT_OLD_VERSION = (
     "SELECT seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata FROM rows "
     "WHERE owner_tag = ? AND key_version != ? LIMIT ?"
@@ -286,20 +288,7 @@ class SqliteStore:
     def delete_expired(self, now: float, progress: Callable[[int], None] | None = None) -> int:
         """Delete every row that expired at or before ``now``, in batches; returns how many. ``progress`` is
         called with the running total after each committed batch."""
-        removed = 0
-        while True:
-            with self.transaction() as connection:
-                seqs = [seq for (seq,) in connection.execute(
-                    "SELECT seq FROM rows WHERE expires_at <= ? LIMIT ?", (now, GC_BATCH))]
-                _delete_seqs(connection, seqs)
-            removed += len(seqs)
-            if progress is not None:
-                progress(removed)
-            if len(seqs) < GC_BATCH:
-                break
-        if removed:
-            self.checkpoint()
-        return removed
+        return self._delete_in_batches(_EXPIRED_BATCH, now, progress)
 
     def checkpoint(self) -> None:
         """Copy the WAL into the database and truncate it (old page images would otherwise linger there).
@@ -397,18 +386,23 @@ class SqliteStore:
     def delete_owner_rows(self, owner_tag: bytes, progress: Callable[[int], None] | None = None) -> int:
         """Delete every row of an owner, in batches, then checkpoint; returns how many. ``progress`` is called
         with the running total after each committed batch."""
+        return self._delete_in_batches(_OWNER_BATCH, owner_tag, progress)
+
+    def _delete_in_batches(self, select: str, key: object, progress: Callable[[int], None] | None) -> int:
+        """Delete the rows ``select`` finds, GC_BATCH per committed transaction (other writers get the lock in
+        between), then checkpoint so the WAL keeps no old images."""
         removed = 0
         while True:
             with self.transaction() as connection:
-                seqs = [seq for (seq,) in connection.execute(
-                    "SELECT seq FROM rows WHERE owner_tag = ? LIMIT ?", (owner_tag, GC_BATCH))]
+                seqs = [seq for (seq,) in connection.execute(select, (key, GC_BATCH))]
                 _delete_seqs(connection, seqs)
             removed += len(seqs)
             if progress is not None:
                 progress(removed)
             if len(seqs) < GC_BATCH:
                 break
-        self.checkpoint()
+        if removed:
+            self.checkpoint()
         return removed
 
     def index_check(self) -> bytes | None:
