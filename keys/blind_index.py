@@ -62,7 +62,8 @@ class IndexKey:
     def audit_tag(self, kind: str, value: str) -> str:
         """Keyed tag (hex) of an identifier for the audit trail: equal (kind, value) give equal tags, so an
         auditor can follow one user; without the keyring a tag names no one. Its key is derived apart from
-        the owner-tag key, so audit lines cannot be joined with the database's owner_tag column."""
+        the owner-tag key, so a tag is not an owner_tag; but records carry row ids, so whoever holds both the
+        log and a copy of the database can match audit pseudonyms to owner tags (still not to names)."""
         message = encode_fields(b"scratchvault/audit-tag/v1", kind.encode(), value.encode("utf-8", "surrogatepass"))
         return hmac.new(self._audit_key(), message, hashlib.sha256).digest()[:AUDIT_TAG_BYTES].hex()
 

@@ -69,11 +69,13 @@ def resolve_backend(backend: KeyringBackend | None) -> KeyringBackend:
 class KeyringStore:
     """get/set/delete of one keyring backend, each bounded by a timeout, every failure KeyUnavailable."""
 
-    __slots__ = ("_backend", "_timeout")
+    __slots__ = ("_backend", "_lock", "_timeout", "_unfinished")
 
     def __init__(self, backend: KeyringBackend, timeout: float = 10.0) -> None:
         self._backend = backend
         self._timeout = timeout
+        self._unfinished: set[tuple[str, str]] = set()  # entries whose timed-out write may still land
+        self._lock = threading.Lock()
 
     @property
     def backend_name(self) -> str:
@@ -89,7 +91,7 @@ class KeyringStore:
 
     def set(self, service: str, username: str, secret: str) -> None:
         """Store a secret, then read it back: a backend that accepts a write and keeps nothing is caught here."""
-        self._call(self._backend.set_password, "write", service, username, secret)
+        self._write(self._backend.set_password, "write", service, username, secret)
         if self.get(service, username) != secret:
             raise KeyUnavailable(
                 f"the keyring accepted a key but did not return it on read-back; it does not persist secrets. {REMEDY}"
@@ -98,28 +100,48 @@ class KeyringStore:
     def delete(self, service: str, username: str) -> None:
         """Delete a secret; deleting one that is absent is not an error."""
         try:
-            self._call(self._backend.delete_password, "delete", service, username)
+            self._write(self._backend.delete_password, "delete", service, username)
         except _Refused:
             pass
         if self.get(service, username) is not None:
             raise KeyUnavailable(f"the keyring did not delete a key; {REMEDY}")
 
-    def _call(self, operation: Callable[..., object], action: str, *args: str) -> Any:
+    def _write(self, operation: Callable[..., object], action: str, service: str, username: str, *rest: str) -> None:
+        """A set or delete. While an earlier write to the same entry timed out and may still land, a new one
+        is refused: the late write would otherwise overwrite it (a newer keyset, or a shred)."""
+        entry = (service, username)
+        with self._lock:
+            if entry in self._unfinished:
+                raise KeyUnavailable(f"an earlier write to this keyring entry timed out and has not finished; "
+                                     f"retry once the keyring answers again. {REMEDY}")
+        self._call(operation, action, service, username, *rest, entry=entry)
+
+    def _call(self, operation: Callable[..., object], action: str, *args: str,
+              entry: tuple[str, str] | None = None) -> Any:
         """Run one backend call in a helper thread, waiting at most the timeout: a hung D-Bus call must
-        not hang the vault. A call that times out may still complete later; that is harmless for reads,
-        and writes are read back and their keys recorded on first sight."""
+        not hang the vault. A read that times out is harmless if it completes later; a write is remembered
+        as unfinished (see ``_write``) until it does."""
         outcome: list[tuple[bool, object]] = []
+        finished = threading.Event()
 
         def run() -> None:
             try:
                 outcome.append((True, operation(*args)))
             except BaseException as error:  # handed to the caller's thread below
                 outcome.append((False, error))
+            finally:
+                with self._lock:
+                    finished.set()
+                    if entry is not None:
+                        self._unfinished.discard(entry)
 
         worker = threading.Thread(target=run, name="scratchvault-keyring", daemon=True)
         worker.start()
         worker.join(self._timeout)
         if not outcome:
+            with self._lock:
+                if entry is not None and not finished.is_set():
+                    self._unfinished.add(entry)
             raise KeyUnavailable(f"the OS keyring did not answer within {self._timeout:g} s ({action}); {REMEDY}")
         succeeded, value = outcome[0]
         if succeeded:

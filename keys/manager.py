@@ -39,6 +39,9 @@ class KeyCommitments(Protocol):
     def registered_owners(self) -> list[tuple[bytes, bytes]]:
         """(owner tag, sealed name) of every owner that ever had a keyset here."""
 
+    def key_versions_in_use(self, owner_tag: bytes) -> dict[int, int]:
+        """How many rows each key version of an owner still wraps."""
+
     def index_check(self) -> bytes | None:
         """The recorded commitment of the index key."""
 
@@ -151,6 +154,12 @@ class KeyManager:
         self._store.delete(self._owner_service, self._owner_entry(user_id))
         self._commitments.forget_owner_checks(self.index_key().owner_tag(user_id), None)
 
+    def is_current(self, owner_tag: bytes, keyset: OwnerKeyset) -> bool:
+        """Whether the database still records exactly this key as the owner's primary version: false after a
+        retirement, a shred, or a shred and re-creation (version numbers restart) in another process."""
+        recorded = self._commitments.owner_checks(owner_tag).get(keyset.primary)
+        return recorded is not None and tags_equal(recorded, self._owner_check(keyset, keyset.primary))
+
     def registered_owner_names(self) -> list[str]:
         """The user ids of every registered owner (opened from the registry with the index key)."""
         index = self.index_key()
@@ -177,8 +186,12 @@ class KeyManager:
         """Recorded versions must all be there and match; versions seen for the first time are recorded."""
         owner_tag = self.index_key().owner_tag(user_id)
         recorded = self._commitments.owner_checks(owner_tag)
-        if set(recorded) - set(keyset.versions):
-            raise KeyUnavailable(_REPLACED.format(what="keyset for this owner (a recorded key version is missing)"))
+        missing = set(recorded) - set(keyset.versions)
+        if missing:
+            if missing & set(self._commitments.key_versions_in_use(owner_tag)):
+                raise KeyUnavailable(_REPLACED.format(what="keyset for this owner (a recorded key version is missing)"))
+            # versions no row uses: a retirement whose keyring write landed but whose commit did not
+            self._commitments.forget_owner_checks(owner_tag, missing)
         for version in keyset.versions:
             check = self._owner_check(keyset, version)
             if version not in recorded:

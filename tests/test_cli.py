@@ -282,3 +282,17 @@ def test_put_and_read_through_the_command_with_the_os_keyring(real_keyring, cli)
     assert "SecretService" in cli.ok("stats")
     assert_fails(cli.run("read", "--user", "bob", row), 1, "NotFound")
     assert not cli.keyring.exists()
+
+
+def test_a_database_file_without_a_vault_is_not_turned_into_one(cli):
+    cli.db.touch(mode=0o600)  # e.g. left behind by a put whose keyring failed
+    assert_fails(cli.run("stats"), 5, "StorageError")
+    assert not cli.keyring.exists() or "index" not in cli.keyring.read_text()
+
+
+def test_an_audit_log_that_is_a_fifo_is_refused_without_hanging(cli, tmp_path):
+    fifo = tmp_path / "audit.fifo"
+    os.mkfifo(fifo)
+    cli.put()
+    result = cli.run("stats", "--audit-log", str(fifo))
+    assert result.returncode == 5 and "audit log" in result.stderr.decode()

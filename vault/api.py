@@ -139,7 +139,7 @@ class Vault(KeyLifecycle):
         summary = SummaryBuilder(kind, observation if kind == "json" else None)
 
         with self._store.transaction() as tx:
-            if not self._store.has_key_check(owner_tag, keyset.primary):  # retired or shredded elsewhere
+            if not self._keys.is_current(owner_tag, keyset):  # retired, shredded or re-created elsewhere
                 keyset = self._keyset_locked(user_id, owner_tag)
             seq = self._store.next_seq(tx)
             chunk_units: list[int] = []
@@ -218,6 +218,8 @@ class Vault(KeyLifecycle):
         """Delete every row expired at ``now`` (default: the clock); returns how many were removed.
         ``progress`` is called with the running total after each committed batch."""
         moment = self._now() if now is None else _check_time(now)
+        if progress is not None and not callable(progress):
+            raise InvalidArgument("progress must be a callable taking the running total")
         return self._store.delete_expired(moment, progress)
 
     # -- reading ---------------------------------------------------------------------------------------
@@ -341,7 +343,16 @@ class Vault(KeyLifecycle):
     def _unwrap(self, user_id: str, header: RowHeader, context: RowContext) -> DataKey:
         """Unwrap the data key of a row whose ownership was already checked (it only unwraps for its owner)."""
         keyset = self._keyset_for_read(user_id, header)
-        return keyset.unwrap(header.key_version, header.wrapped_key, wrap_aad(context, user_id, header.key_version))
+        aad = wrap_aad(context, user_id, header.key_version)
+        try:
+            return keyset.unwrap(header.key_version, header.wrapped_key, aad)
+        except IntegrityError:
+            # A cached keyset may be stale (the owner shredded and re-created in another process, so version
+            # numbers restarted): reload once, and only a key that still fails is reported as tampering.
+            fresh = self._keys.owner_keyset(user_id, refresh=True)
+            if fresh is None:
+                raise
+            return fresh.unwrap(header.key_version, header.wrapped_key, aad)
 
     def _unseal(self, user_id: str, header: RowHeader) -> tuple[DataKey, Metadata, RowContext]:
         """Unwrap the data key and open the metadata of a row whose ownership was already checked."""

@@ -170,13 +170,16 @@ def _audit_handler(target: str | None) -> _AuditLines | None:
         handler = _AuditLines(sys.stderr, owned=False)
     else:
         try:
-            fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            # O_NONBLOCK: opening a FIFO must not hang; the fstat below refuses anything but a regular file
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+            fd = os.open(target, flags, 0o600)
         except OSError as error:
             raise UnsafeStorage(f"cannot open the audit log ({error.strerror or type(error).__name__})") from None
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
             os.close(fd)
             raise UnsafeStorage("the audit log must be a regular file of this account that others cannot write")
+        os.set_blocking(fd, True)
         handler = _AuditLines(os.fdopen(fd, "a", encoding="utf-8"), owned=True)
     logger = logging.getLogger(AUDIT_LOGGER)
     logger.addHandler(handler)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from keys.errors import InvalidArgument, StorageError
-from vault import paths
+from vault import paths, store
 from vault.api import Vault
 from vault.model import Principal
 
@@ -51,6 +51,8 @@ def open_vault(args: argparse.Namespace, *, create: bool = False, **settings: An
     path = Path(args.db) if args.db is not None else paths.default_path()
     if not create and not path.exists():
         raise StorageError(f"no database at {path} (the first put creates it)")
+    if not create and store.inspect(path, 0.0).get("vault_id") is None:  # e.g. left by a put that failed
+        raise StorageError(f"no database with a vault at {path} (the first put creates it)")
     return Vault.open(path, **settings)
 
 

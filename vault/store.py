@@ -293,13 +293,18 @@ class SqliteStore:
     def checkpoint(self) -> None:
         """Copy the WAL into the database and truncate it (old page images would otherwise linger there).
         A reader can keep it from finishing: it then waits at most briefly, and is retried after the next
-        write and on close, rather than stalling the caller for the whole busy timeout."""
-        with self._using() as connection, translate_errors():
-            connection.execute("PRAGMA busy_timeout = 200")
-            try:
-                busy = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-            finally:
-                connection.execute("PRAGMA busy_timeout = 30000")
+        write and on close, rather than stalling the caller for the whole busy timeout.
+        It runs after changes are committed, so it never fails the call that made them: a checkpoint that
+        cannot run now (vault closing, database busy) stays pending."""
+        try:
+            with self._using() as connection, translate_errors():
+                connection.execute("PRAGMA busy_timeout = 200")
+                try:
+                    busy = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                finally:
+                    connection.execute("PRAGMA busy_timeout = 30000")
+        except StorageError:
+            busy = True
         self._checkpoint_pending = bool(busy)
 
     def is_empty(self) -> bool:
@@ -346,10 +351,6 @@ class SqliteStore:
     def registered_owners(self) -> list[tuple[bytes, bytes]]:
         """(owner tag, sealed name) of every registered owner."""
         return [(_blob(tag), _blob(name)) for tag, name in self._query("SELECT owner_tag, sealed_name FROM owners")]
-
-    def has_key_check(self, owner_tag: bytes, version: int) -> bool:
-        """Whether this owner key version is recorded (a retired or shredded one is not)."""
-        return bool(self._query("SELECT 1 FROM owner_keys WHERE owner_tag = ? AND version = ?", (owner_tag, version)))
 
     @contextmanager
     def _atomic(self) -> Iterator[sqlite3.Connection]:
