@@ -60,7 +60,7 @@ class Metadata:
     def encode(self) -> bytes:
         """Canonical JSON bytes of the record (format version inside)."""
         fields = {name: getattr(self, name) for name in self.__slots__}
-        fields["chunk_units"] = list(self.chunk_units)
+        fields["chunk_units"] = _runs(self.chunk_units)
         return _COMPACT_JSON.encode({"format": 1, **fields}).encode()
 
     @classmethod
@@ -70,7 +70,7 @@ class Metadata:
             fields = json.loads(raw)
             if fields.pop("format") != 1:
                 raise ValueError("format")
-            fields["chunk_units"] = tuple(fields["chunk_units"])
+            fields["chunk_units"] = _expand(fields["chunk_units"])
             metadata = cls(**fields)
         except (ValueError, TypeError, KeyError, AttributeError):
             raise IntegrityError("row metadata is not in a known format") from None
@@ -109,6 +109,31 @@ class SummaryRecord:
             return cls(**fields)
         except (ValueError, TypeError, KeyError, AttributeError):
             raise IntegrityError("row summary is not in a known format") from None
+
+
+def _runs(units: tuple[int, ...]) -> list[list[int]]:
+    """Chunk sizes as [size, repeat] runs: a 64 MiB row of equal chunks is two runs, not 1,024 numbers, so
+    every read of it parses a few bytes of metadata instead of kilobytes."""
+    runs: list[list[int]] = []
+    for size in units:
+        if runs and runs[-1][0] == size:
+            runs[-1][1] += 1
+        else:
+            runs.append([size, 1])
+    return runs
+
+
+def _expand(runs: object) -> tuple[int, ...]:
+    """Inverse of :func:`_runs`; a shape we did not write is a ValueError (then an IntegrityError)."""
+    if not isinstance(runs, list):
+        raise ValueError("chunk runs")
+    units: list[int] = []
+    for run in runs:
+        if not (isinstance(run, list) and len(run) == 2 and all(type(n) is int and n >= 0 for n in run)
+                and 1 <= run[1] <= MAX_CHUNKS - len(units)):
+            raise ValueError("chunk run")
+        units += [run[0]] * run[1]
+    return tuple(units)
 
 
 def classify(observation: object) -> str:
