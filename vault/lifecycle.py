@@ -58,6 +58,8 @@ class KeyLifecycle(Audited):
         while True:
             with self._store.transaction() as tx:
                 keyset = self._keys.owner_keyset(user_id, refresh=True)
+                if keyset is None and not self._store.owner_has_rows(owner_tag):
+                    return done  # an owner without keys and without rows has nothing to re-wrap
                 if keyset is None:
                     raise KeyUnavailable("the OS keyring holds no keys for this owner although the vault holds "
                                          "rows for them; restore the keyring from backup")
