@@ -4,7 +4,8 @@ Clear columns are only what must be indexed or swept without keys: row id, owner
 version, expiry, size. Content chunks live in ``chunks`` under the integer key ``seq << 20 | index``, so a
 slice is a rowid range read and a delete is a rowid range delete; summaries live apart in ``summaries``.
 SQLite runs in WAL mode with ``synchronous=FULL`` (a returned put survives power loss) and
-``secure_delete=FAST`` (deleted b-tree cells, such as wrapped data keys, are zeroed); see threat_model.md.
+``secure_delete=ON`` (deleted rows, summaries and the pages rebalancing frees are zeroed; chunks are deleted
+under FAST, their key being gone); see threat_model.md, "Deletion".
 """
 
 from __future__ import annotations
