@@ -11,7 +11,6 @@ import base64
 import dataclasses
 import json
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,9 +31,12 @@ from vault.inputs import (
     check_identifier,
     check_int,
     check_positive_setting,
+    check_progress,
     check_read_args,
     check_step,
+    check_time,
     check_ttl,
+    expiry,
     parse_row_id,
 )
 from vault.lifecycle import KeyLifecycle
@@ -121,9 +123,7 @@ class Vault(KeyLifecycle):
         kind = classify(observation)
         json_text = encode_json(observation) if kind == "json" else None
         created_at = self._now()
-        expires_at = created_at + ttl
-        if not created_at < expires_at < math.inf:
-            raise InvalidArgument("ttl_seconds is too small (or too large) to be represented at this time")
+        expires_at = expiry(created_at, ttl)
 
         user_id = principal.user_id
         index = self._keys.index_key()
@@ -193,9 +193,7 @@ class Vault(KeyLifecycle):
         extended = 0
         with self._integrity_guard(), self._store.transaction() as tx:
             now = self._now()  # after the write lock: a row that expired while we waited stays expired
-            expires_at = now + ttl
-            if not now < expires_at < math.inf:
-                raise InvalidArgument("ttl_seconds is too small (or too large) to be represented at this time")
+            expires_at = expiry(now, ttl)
             for header, sealed in self._store.list_turn(owner_tag, index.turn_tag(owner_tag, turn_id), now):
                 if header.expires_at >= expires_at:
                     continue
@@ -217,9 +215,8 @@ class Vault(KeyLifecycle):
     def gc(self, now: float | None = None, *, progress: Callable[[int], None] | None = None) -> int:
         """Delete every row expired at ``now`` (default: the clock); returns how many were removed.
         ``progress`` is called with the running total after each committed batch."""
-        moment = self._now() if now is None else _check_time(now)
-        if progress is not None and not callable(progress):
-            raise InvalidArgument("progress must be a callable taking the running total")
+        moment = self._now() if now is None else check_time(now)
+        check_progress(progress)
         return self._store.delete_expired(moment, progress)
 
     # -- reading ---------------------------------------------------------------------------------------
@@ -375,11 +372,11 @@ class Vault(KeyLifecycle):
             raise IntegrityError("a content chunk is missing")
         if any(not TAG_SIZE <= len(blob) <= CHUNK_BYTES + TAG_SIZE for _, blob in sealed):
             raise IntegrityError("a content chunk has the wrong size")  # checked before sizing the buffer
-        plain = bytearray(sum(len(blob) - TAG_SIZE for _, blob in sealed if len(blob) >= TAG_SIZE))
+        plain = bytearray(sum(len(blob) - TAG_SIZE for _, blob in sealed))
         view, offset = memoryview(plain), 0
         for index, blob in sealed:
             size = len(blob) - TAG_SIZE
-            if size < 0 or (metadata.content_kind == "binary" and size != metadata.chunk_units[index]):
+            if metadata.content_kind == "binary" and size != metadata.chunk_units[index]:
                 raise IntegrityError("a content chunk has the wrong size")
             data_key.open_chunk_into(index, index == final, blob, aad, view[offset:offset + size])
             offset += size
@@ -428,7 +425,7 @@ class Vault(KeyLifecycle):
 
     # -- small helpers ---------------------------------------------------------------------------------
     def _now(self) -> float:
-        return _check_time(self._clock())
+        return check_time(self._clock())
 
     def _count(self, name: str) -> None:
         with self._counter_lock:
@@ -468,17 +465,6 @@ def _key_manager(store: SqliteStore, keyring: KeyringStore, cache_seconds: float
 def _check_principal(principal: object) -> None:
     if not isinstance(principal, Principal):
         raise InvalidArgument(f"principal must be a Principal, not {type(principal).__name__}")
-
-
-def _check_time(value: object) -> float:
-    if not isinstance(value, bool) and isinstance(value, int | float):
-        try:
-            seconds = float(value)
-        except OverflowError:
-            seconds = math.inf
-        if math.isfinite(seconds):
-            return seconds
-    raise InvalidArgument("time must be a finite number of seconds")
 
 
 def _digest(metadata: Metadata) -> bytes:

@@ -101,12 +101,40 @@ def _non_negative(value: object, name: str) -> int:
 
 def check_positive_setting(value: Any, name: str) -> float:
     """A positive, finite number for a Vault setting."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    seconds = _finite(value)
+    if seconds is None or seconds <= 0:
         raise InvalidArgument(f"{name} must be a positive, finite number")
+    return seconds
+
+
+def check_time(value: object) -> float:
+    """A finite number of seconds (a clock reading or ``gc``'s ``now``)."""
+    seconds = _finite(value)
+    if seconds is None:
+        raise InvalidArgument("time must be a finite number of seconds")
+    return seconds
+
+
+def expiry(now: float, ttl: float) -> float:
+    """``now + ttl``, refused when the sum cannot be told apart from ``now`` or is not finite."""
+    expires_at = now + ttl
+    if not now < expires_at < math.inf:
+        raise InvalidArgument("ttl_seconds is too small (or too large) to be represented at this time")
+    return expires_at
+
+
+def check_progress(progress: object) -> None:
+    """A progress callback must be callable: checked before any irreversible step."""
+    if progress is not None and not callable(progress):
+        raise InvalidArgument("progress must be a callable taking the running total")
+
+
+def _finite(value: object) -> float | None:
+    """``value`` as a finite float (ints of any size included), or None; bools are not numbers here."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
     try:
         seconds = float(value)
     except OverflowError:
-        seconds = math.inf
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise InvalidArgument(f"{name} must be a positive, finite number")
-    return seconds
+        return None
+    return seconds if math.isfinite(seconds) else None

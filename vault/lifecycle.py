@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from keys.envelope import RowContext, wrap_aad
 from keys.errors import InvalidArgument, KeyUnavailable
 from vault.audit import Audited, audited
-from vault.inputs import check_identifier, check_int
+from vault.inputs import check_identifier, check_int, check_progress
 
 if TYPE_CHECKING:
     from keys import KeyManager
@@ -44,7 +44,7 @@ class KeyLifecycle(Audited):
         ``user_id=None`` rewraps every owner the vault knows. Returns how many rows were re-wrapped;
         ``progress`` is called with the running total after each committed batch."""
         check_int(batch, "batch", 1, 100_000)
-        _check_progress(progress)
+        check_progress(progress)
         owners = self._keys.registered_owner_names() if user_id is None else [check_identifier(user_id, "user_id")]
         done = 0
         for owner in owners:
@@ -104,13 +104,7 @@ class KeyLifecycle(Audited):
         Safe to run again after an interruption. Returns how many rows were deleted; ``progress`` is called
         with the running total after each committed batch."""
         check_identifier(user_id, "user_id")
-        _check_progress(progress)
+        check_progress(progress)
         with self._store.transaction():  # serialised with rotate/retire, which read-modify-write the keyset
             self._keys.delete_owner_keyset(user_id)
         return self._store.delete_owner_rows(self._keys.index_key().owner_tag(user_id), progress)
-
-
-def _check_progress(progress: object) -> None:
-    """A progress callback must be callable: checked before any irreversible step."""
-    if progress is not None and not callable(progress):
-        raise InvalidArgument("progress must be a callable taking the running total")

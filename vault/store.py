@@ -62,6 +62,7 @@ _SELECT_ROW_BY_ID = (
     "SELECT seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata FROM rows "
     "WHERE id = ?"
 )
+_COUNTS = "SELECT count(*), coalesce(sum(size_bytes), 0), coalesce(sum(expires_at <= ?), 0) FROM rows"
 _EXPIRED_BATCH = "SELECT seq FROM rows WHERE expires_at <= ? LIMIT ?"
 _OWNER_BATCH = "SELECT seq FROM rows WHERE owner_tag = ? LIMIT ?"
 _SELECT_OLD_VERSION = (
@@ -317,9 +318,7 @@ class SqliteStore:
     def stats(self, now: float) -> dict[str, Any]:
         """Row and byte counts (all rows, and by key version) and how many rows are expired but not yet
         collected."""
-        rows, size, expired = self._query(
-            "SELECT count(*), coalesce(sum(size_bytes), 0), coalesce(sum(expires_at <= ?), 0) FROM rows", (now,)
-        )[0]
+        rows, size, expired = self._query(_COUNTS, (now,))[0]
         by_version = self._query("SELECT key_version, count(*), coalesce(sum(size_bytes), 0) FROM rows "
                                  "GROUP BY key_version ORDER BY key_version")
         return {"rows": rows, "bytes": size, "expired_rows": expired,
@@ -427,9 +426,7 @@ def inspect(path: Path, now: float) -> dict[str, object]:
                 return facts
             vault_id = connection.execute("SELECT value FROM meta WHERE name = 'vault_id'").fetchone()
             facts["vault_id"] = _blob(vault_id[0]).hex() if vault_id else None
-            rows, size, expired = connection.execute(
-                "SELECT count(*), coalesce(sum(size_bytes), 0), coalesce(sum(expires_at <= ?), 0) FROM rows",
-                (now,)).fetchone()
+            rows, size, expired = connection.execute(_COUNTS, (now,)).fetchone()
             facts.update(rows=rows, bytes=size, expired_rows=expired)
             facts["owners"] = connection.execute("SELECT count(*) FROM owners").fetchone()[0]
             facts["rows_by_key_version"] = dict(connection.execute(
