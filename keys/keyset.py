@@ -31,12 +31,13 @@ MALFORMED = (
 class OwnerKeyset:
     """An owner's key versions and which one is primary; wraps new DEKs under the primary version."""
 
-    __slots__ = ("_ciphers", "_keys", "primary")
+    __slots__ = ("_checks", "_ciphers", "_keys", "primary")
 
     def __init__(self, primary: int, keys: dict[int, bytes]) -> None:
         self.primary = primary
         self._keys = dict(keys)
         self._ciphers = {version: Aead(raw) for version, raw in self._keys.items()}
+        self._checks: dict[tuple[int, bytes], bytes] = {}  # every put compares one; computed once
 
     @classmethod
     def generate(cls) -> OwnerKeyset:
@@ -81,9 +82,13 @@ class OwnerKeyset:
         """A commitment to one key version, stored in the database to detect a keyring that swapped keys.
         It is an HMAC under a key derived from the version's key (HKDF-Expand, one block), so the wrapping
         key itself is only ever used with AES-GCM."""
-        check_key = hmac.new(self._keys[version], b"scratchvault/key-check-key/v1\x01", hashlib.sha256).digest()
-        message = encode_fields(b"scratchvault/key-check/v1", vault_id, version.to_bytes(4, "big"))
-        return hmac.new(check_key, message, hashlib.sha256).digest()
+        value = self._checks.get((version, vault_id))
+        if value is None:
+            check_key = hmac.new(self._keys[version], b"scratchvault/key-check-key/v1\x01", hashlib.sha256).digest()
+            message = encode_fields(b"scratchvault/key-check/v1", vault_id, version.to_bytes(4, "big"))
+            value = hmac.new(check_key, message, hashlib.sha256).digest()
+            self._checks[(version, vault_id)] = value
+        return value
 
     def serialize(self) -> str:
         """The keyring representation (JSON, keys in base64)."""
