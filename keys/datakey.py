@@ -8,7 +8,8 @@ from keys.errors import IntegrityError
 
 
 class DataKey:
-    """A random 256-bit key used for exactly one row: its chunks, its metadata and its summary."""
+    """A random 256-bit key used for exactly one row: its chunks and its metadata (and the summary of a row
+    written in format 1)."""
 
     __slots__ = ("_aead", "_raw")
 
@@ -43,12 +44,8 @@ class DataKey:
         """Open the row metadata."""
         return self._open_random(DOMAIN_META, blob, aad)
 
-    def seal_summary(self, plaintext: bytes, aad: bytes) -> bytes:
-        """Seal the row summary with a fresh nonce in the summary domain."""
-        return self._seal_random(DOMAIN_SUMMARY, plaintext, aad)
-
     def open_summary(self, blob: bytes, aad: bytes) -> bytes:
-        """Open the row summary."""
+        """Open a format 1 row summary (summaries are written under the turn summary key since format 2)."""
         return self._open_random(DOMAIN_SUMMARY, blob, aad)
 
     def _seal_random(self, domain: int, plaintext: bytes, aad: bytes) -> bytes:

@@ -6,9 +6,14 @@ Layout, format version 1 (threat_model.md, "Cryptography", explains each choice)
   aad = ``wrap_aad(ctx, user_id, key_version)``.
 * Content chunk i of n: ``AES-256-GCM(DEK, chunk) || tag``, no stored nonce; the nonce is STREAM-style,
   ``0x01 || i (10 bytes, big-endian) || last (0x01 if i == n-1 else 0x00)``, aad = ``chunk_aad(ctx, digest)``.
-* Metadata / summary: ``nonce(12) || AES-256-GCM(DEK, plaintext) || tag`` with
-  ``nonce = domain (0x02 metadata, 0x03 summary) || 11 random bytes``, aad = ``meta_aad`` / ``summary_aad``
-  (both bind the row's clear columns: owner tag, turn tag, expiry, size).
+* Metadata: ``nonce(12) || AES-256-GCM(DEK, plaintext) || tag`` with ``nonce = 0x02 || 11 random bytes``,
+  aad = ``meta_aad`` (binds the row's clear columns: owner tag, turn tag, expiry, size).
+* Summary, written since format 2: ``0x04 || nonce(12, random) || AES-256-GCM(turn summary key, record) || tag``,
+  aad = ``summary_aad_v2`` (the clear columns and the key version). The turn summary key is derived from the
+  owner's key version and the turn tag (``keys/turnkey.py``), so a listing opens summaries without unwrapping
+  one DEK per row.
+* Summary of format 1 (still read, no longer written): like the metadata under the DEK, nonce domain 0x03,
+  aad = ``summary_aad``.
 
 The domain byte keeps the deterministic chunk nonces and the random nonces of one DEK in disjoint sets, so a
 DEK never sees one nonce twice. Every aad starts with a label naming its purpose and the format version, and
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from keys.aead import NONCE_SIZE, random_bytes
@@ -28,7 +34,8 @@ FORMAT_VERSION = 1
 _LENGTH = struct.Struct(">I").pack
 DOMAIN_CHUNK = 0x01
 DOMAIN_META = 0x02
-DOMAIN_SUMMARY = 0x03
+DOMAIN_SUMMARY = 0x03  # format 1 summaries under the DEK (read only)
+SUMMARY_V2 = 0x04  # first byte of a format 2 summary blob (under a turn summary key, not a DEK)
 MAX_CHUNKS = 1 << 20  # the chunk counter is far wider; this bound comes from the store's chunk keys
 
 
@@ -55,6 +62,13 @@ def _label(purpose: bytes) -> bytes:
 
 
 _WRAP, _META, _SUMMARY, _CHUNK, _CONTEXT = map(_label, (b"wrap", b"meta", b"summary", b"chunk", b"context"))
+_SUMMARY_V2 = b"scratchvault/summary/v2"
+# encode_fields of the clear columns when every field has its usual size (16-byte ids, 32-byte tags): the same
+# bytes, built by one struct call instead of a loop (a listing builds one per row)
+_CLEAR = struct.Struct(">I16sI16sI32sI32sIdIQ")
+_CLEAR_V2 = struct.Struct(">I16sI16sI32sI32sIdIQIQ")
+_TAIL_V2 = struct.Struct(">IdIQIQ")
+_ROW_ID_LENGTH = _LENGTH(16)
 
 
 def wrap_aad(ctx: RowContext, user_id: str, key_version: int) -> bytes:
@@ -72,12 +86,48 @@ def summary_aad(ctx: RowContext, owner_tag: bytes, turn_tag: bytes, expires_at: 
     return _clear_columns_aad(ctx, _SUMMARY, owner_tag, turn_tag, expires_at, size_bytes)
 
 
+def summary_aad_v2(ctx: RowContext, owner_tag: bytes, turn_tag: bytes, expires_at: float, size_bytes: int,
+                   key_version: int) -> bytes:
+    """AAD of a format 2 summary record: the clear columns and the owner key version its key comes from."""
+    if _usual_sizes(ctx, owner_tag, turn_tag):
+        return _SUMMARY_V2 + _CLEAR_V2.pack(16, ctx.vault_id, 16, ctx.row_id, 32, owner_tag, 32, turn_tag,
+                                            8, expires_at, 8, size_bytes, 8, key_version)
+    return encode_fields(_SUMMARY_V2, ctx.vault_id, ctx.row_id, owner_tag, turn_tag, struct.pack(">d", expires_at),
+                         _u64(size_bytes), _u64(key_version))
+
+
+def summary_aads_v2(vault_id: bytes, owner_tag: bytes, turn_tag: bytes) -> Callable[[bytes, float, int, int], bytes]:
+    """``summary_aad_v2`` for the rows of one turn, as a function of (row id, expiry, size, key version):
+    a listing builds one AAD per row, and the parts shared by the whole turn are packed once."""
+    if len(vault_id) != 16 or len(owner_tag) != 32 or len(turn_tag) != 32:
+        return lambda row_id, expires_at, size_bytes, key_version: summary_aad_v2(
+            RowContext(vault_id, row_id), owner_tag, turn_tag, expires_at, size_bytes, key_version)
+    head = _SUMMARY_V2 + _LENGTH(16) + vault_id
+    middle = _LENGTH(32) + owner_tag + _LENGTH(32) + turn_tag
+    tail = _TAIL_V2.pack
+
+    def aad(row_id: bytes, expires_at: float, size_bytes: int, key_version: int) -> bytes:
+        if len(row_id) != 16:
+            return summary_aad_v2(RowContext(vault_id, row_id), owner_tag, turn_tag, expires_at, size_bytes,
+                                  key_version)
+        return b"".join((head, _ROW_ID_LENGTH, row_id, middle, tail(8, expires_at, 8, size_bytes, 8, key_version)))
+
+    return aad
+
+
 def _clear_columns_aad(ctx: RowContext, label: bytes, owner_tag: bytes, turn_tag: bytes, expires_at: float,
                        size_bytes: int) -> bytes:
+    if _usual_sizes(ctx, owner_tag, turn_tag):
+        return label + _CLEAR.pack(16, ctx.vault_id, 16, ctx.row_id, 32, owner_tag, 32, turn_tag,
+                                   8, expires_at, 8, size_bytes)
     return encode_fields(
         label, ctx.vault_id, ctx.row_id, owner_tag, turn_tag,
         struct.pack(">d", expires_at), _u64(size_bytes),
     )
+
+
+def _usual_sizes(ctx: RowContext, owner_tag: bytes, turn_tag: bytes) -> bool:
+    return len(ctx.vault_id) == 16 and len(ctx.row_id) == 16 and len(owner_tag) == 32 and len(turn_tag) == 32
 
 
 def chunk_aad(ctx: RowContext, context_digest: bytes) -> bytes:
@@ -104,8 +154,8 @@ def chunk_nonce(index: int, last: bool) -> bytes:
 
 
 def random_nonce(domain: int) -> bytes:
-    """Domain byte then 88 random bits: for parts that may be sealed more than once under one DEK."""
-    if domain not in (DOMAIN_META, DOMAIN_SUMMARY):
+    """Domain byte then 88 random bits: for the metadata, which may be sealed more than once under one DEK."""
+    if domain != DOMAIN_META:  # the only part still sealed under a DEK with a random nonce
         raise IntegrityError("unknown nonce domain")
     return bytes([domain]) + random_bytes(NONCE_SIZE - 1)
 

@@ -17,10 +17,12 @@ from keys.aead import KEY_SIZE, NONCE_SIZE, TAG_SIZE, Aead, random_bytes
 from keys.datakey import DataKey
 from keys.envelope import encode_fields
 from keys.errors import IntegrityError, KeyUnavailable
+from keys.turnkey import TurnKey, derive
 
 KEYSET_FORMAT = "scratchvault-keyset/1"
 WRAPPED_SIZE = NONCE_SIZE + KEY_SIZE + TAG_SIZE
 MAX_VERSION = 2**31 - 1
+TURN_KEY_CACHE_SIZE = 256  # derived turn summary keys kept per keyset (cheap to derive again)
 MAX_ENTRY_CHARS = 1 << 20  # far above any real keyset; bounds what a lying keyring can make us parse
 MALFORMED = (
     "the keyring entry for this owner's keys is malformed (not a scratchvault keyset); "
@@ -31,13 +33,14 @@ MALFORMED = (
 class OwnerKeyset:
     """An owner's key versions and which one is primary; wraps new DEKs under the primary version."""
 
-    __slots__ = ("_checks", "_ciphers", "_keys", "primary")
+    __slots__ = ("_checks", "_ciphers", "_keys", "_turn_keys", "primary")
 
     def __init__(self, primary: int, keys: dict[int, bytes]) -> None:
         self.primary = primary
         self._keys = dict(keys)
         self._ciphers = {version: Aead(raw) for version, raw in self._keys.items()}
         self._checks: dict[tuple[int, bytes], bytes] = {}  # every put compares one; computed once
+        self._turn_keys: dict[tuple[int, bytes, bytes], TurnKey] = {}
 
     @classmethod
     def generate(cls) -> OwnerKeyset:
@@ -77,6 +80,21 @@ class OwnerKeyset:
         if len(wrapped) != WRAPPED_SIZE:
             raise IntegrityError("wrapped data key has the wrong length")
         return DataKey(cipher.open(wrapped[:NONCE_SIZE], wrapped[NONCE_SIZE:], aad))
+
+    def turn_key(self, version: int, vault_id: bytes, turn_tag: bytes) -> TurnKey:
+        """The summary key of one turn under ``version`` (derived, see keys/turnkey.py); a version this keyset
+        does not hold is an IntegrityError, like a wrapped key that names one."""
+        key = (version, vault_id, turn_tag)
+        found = self._turn_keys.get(key)
+        if found is None:
+            raw = self._keys.get(version)
+            if raw is None:
+                raise IntegrityError("row refers to a key version this owner's keyset does not hold")
+            found = derive(raw, vault_id, turn_tag)
+            if len(self._turn_keys) >= TURN_KEY_CACHE_SIZE:
+                self._turn_keys.clear()  # bounded; a derivation is one HMAC
+            self._turn_keys[key] = found
+        return found
 
     def check_value(self, version: int, vault_id: bytes) -> bytes:
         """A commitment to one key version, stored in the database to detect a keyring that swapped keys.

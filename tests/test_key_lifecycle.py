@@ -76,12 +76,12 @@ from vault import Vault
 from vault.store import SqliteStore
 updates = 0
 original = SqliteStore.update_wrapped_key
-def dying(connection, seq, version, wrapped):
+def dying(connection, seq, version, wrapped, summary):
     global updates
     updates += 1
     if updates == int(sys.argv[5]):
         os.kill(os.getpid(), signal.SIGKILL)  # mid-batch: that batch's transaction never commits
-    original(connection, seq, version, wrapped)
+    original(connection, seq, version, wrapped, summary)
 SqliteStore.update_wrapped_key = staticmethod(dying)
 with Vault.open(sys.argv[1], keyring_backend=FileKeyring(sys.argv[2])) as vault:
     vault.rewrap("alice", batch=20)

@@ -1,4 +1,5 @@
-"""Known-answer vectors: Wycheproof AES-256-GCM through keys.aead, and our own frozen row format v1.
+"""Known-answer vectors: Wycheproof AES-256-GCM through keys.aead, our own frozen row format v1 (still read),
+and the summary record of format 2 (what the vault writes now).
 
 The files are in tests/vectors/ (provenance in its README.md). Nothing here regenerates them: a difference
 means the AEAD or the row format changed, and rows already on disk would no longer open.
@@ -25,6 +26,7 @@ from keys.envelope import (
     context_digest,
     meta_aad,
     summary_aad,
+    summary_aad_v2,
     wrap_aad,
 )
 from keys.errors import IntegrityError
@@ -36,6 +38,7 @@ VECTORS = Path(__file__).parent / "vectors"
 WYCHEPROOF = json.loads((VECTORS / "wycheproof_aes_gcm_256_96.json").read_text())
 ROW = json.loads((VECTORS / "row_format_v1.json").read_text(encoding="utf-8"))
 IN = ROW["inputs"]
+ROW_V2 = json.loads((VECTORS / "row_format_v2.json").read_text(encoding="utf-8"))
 
 
 # -- Wycheproof ------------------------------------------------------------------------------------------
@@ -125,7 +128,8 @@ def test_row_format_v1_sealing_reproduces_every_frozen_value():
     assert expected_metadata().encode() == out("metadata_plaintext")
     assert data_key._seal_with_nonce(raw("metadata_nonce"), out("metadata_plaintext"),
                                      out("metadata_aad")) == out("sealed_metadata")
-    assert expected_summary().encode() == out("summary_plaintext")
+    # format 1 summaries are no longer written, only read: the frozen record must still parse to the inputs
+    assert SummaryRecord.decode_v1(out("summary_plaintext")) == expected_summary()
     assert data_key._seal_with_nonce(raw("summary_nonce"), out("summary_plaintext"),
                                      out("summary_aad")) == out("sealed_summary")
     for i, chunk in enumerate(chunks):
@@ -140,7 +144,8 @@ def test_row_format_v1_frozen_bytes_open_back_to_the_inputs():
     _, keyset, _, _ = parts()
     data_key = keyset.unwrap(IN["key_version"], out("wrapped_key"), out("wrap_aad"))
     assert Metadata.decode(data_key.open_metadata(out("sealed_metadata"), out("metadata_aad"))) == expected_metadata()
-    assert SummaryRecord.decode(data_key.open_summary(out("sealed_summary"), out("summary_aad"))) == expected_summary()
+    assert SummaryRecord.decode_v1(data_key.open_summary(out("sealed_summary"), out("summary_aad"))) == \
+        expected_summary()
     last = len(out("chunk_bytes")) - 1
     opened = b"".join(data_key.open_chunk(i, i == last, out(f"sealed_chunk_{i}"), out("chunk_aad"))
                       for i in range(last + 1))
@@ -164,9 +169,32 @@ def test_row_format_v1_keyring_entries_parse_to_the_frozen_keys():
     assert json.loads(owner_entry) == json.loads(parts()[1].serialize())
 
 
-def test_row_format_v1_database_row_opens_end_to_end_through_the_public_api(db_path):
-    """A database file holding the frozen bytes (schema made by Vault.open, vault id and row put in by hand):
-    Vault.get, read and list_for_turn return the frozen row."""
+def out_v2(name: str) -> bytes:
+    return bytes.fromhex(ROW_V2["outputs"][name]["expect"])
+
+
+def test_row_format_v2_summary_reproduces_every_frozen_value_and_opens_back():
+    index, keyset, _, ctx = parts()
+    version, turn_tag = IN["key_version"], out("turn_tag")
+    aad = summary_aad_v2(ctx, out("owner_tag"), turn_tag, IN["expires_at"], out("size_bytes"), version)
+    assert aad == out_v2("summary_aad")
+    assert expected_summary().encode() == out_v2("summary_plaintext")
+    turn_key = keyset.turn_key(version, ctx.vault_id, turn_tag)
+    nonce = bytes.fromhex(ROW_V2["inputs"]["summary_nonce"])
+    assert turn_key._seal_with_nonce(nonce, out_v2("summary_plaintext"), aad) == out_v2("sealed_summary")
+    assert out_v2("sealed_summary")[:13] == b"\x04" + nonce
+    assert SummaryRecord.decode(turn_key.open_summary(out_v2("sealed_summary"), aad)) == expected_summary()
+    other_turn = index.turn_tag(out("owner_tag"), IN["turn_id"] + "x")
+    with pytest.raises(IntegrityError):  # bound to its turn: another turn's key does not open it
+        keyset.turn_key(version, ctx.vault_id, other_turn).open_summary(out_v2("sealed_summary"), aad)
+    with pytest.raises(IntegrityError):  # nor the key of another version of the same owner
+        OwnerKeyset(2, {2: raw("owner_key"), 1: raw("owner_key")[::-1]}).turn_key(
+            1, ctx.vault_id, turn_tag).open_summary(out_v2("sealed_summary"), aad)
+
+
+def frozen_database(db_path: Path, sealed_summary: bytes) -> MemoryKeyring:
+    """A database file holding the frozen row (schema made by Vault.open, vault id and row put in by hand) with
+    ``sealed_summary``, and a keyring holding the frozen keys."""
     ring = MemoryKeyring()
     Vault.open(db_path, keyring_backend=ring).close()  # schema, a random vault id: replaced below
     ring.secrets.clear()
@@ -184,10 +212,24 @@ def test_row_format_v1_database_row_opens_end_to_end_through_the_public_api(db_p
                      "wrapped_key, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                      (seq, raw("row_id"), out("owner_tag"), out("turn_tag"), IN["key_version"], IN["expires_at"],
                       out("size_bytes"), out("wrapped_key"), out("sealed_metadata")))
-        conn.execute("INSERT INTO summaries (seq, sealed) VALUES (?, ?)", (seq, out("sealed_summary")))
+        conn.execute("INSERT INTO summaries (seq, sealed) VALUES (?, ?)", (seq, sealed_summary))
         for i, pos in enumerate(out("chunk_positions")):
             conn.execute("INSERT INTO chunks (pos, sealed) VALUES (?, ?)", (pos, out(f"sealed_chunk_{i}")))
         conn.commit()
+    return ring
+
+
+def stored_summary(db_path: Path) -> bytes:
+    with closing(sqlite3.connect(db_path)) as conn:
+        return conn.execute("SELECT sealed FROM summaries WHERE seq = ?", (IN["seq"],)).fetchone()[0]
+
+
+@pytest.mark.parametrize("summary_format", [1, 2])
+def test_frozen_database_row_opens_end_to_end_through_the_public_api(db_path, summary_format):
+    """The frozen row, with its format 1 summary (rows written before format 2) or its format 2 summary:
+    Vault.get, read and list_for_turn return it."""
+    sealed = out("sealed_summary") if summary_format == 1 else out_v2("sealed_summary")
+    ring = frozen_database(db_path, sealed)
     clock = FakeClock(IN["created_at"] + 1)
     who, row_id, text = Principal(IN["user_id"], actor="other actor"), IN["row_id"], IN["plaintext"]
     with Vault.open(db_path, keyring_backend=ring, clock=clock) as vault:
@@ -203,6 +245,32 @@ def test_row_format_v1_database_row_opens_end_to_end_through_the_public_api(db_p
         sliced = vault.read(who, row_id, mode="range", start=boundary - 5, end=boundary + 5)
         assert sliced.content == text[boundary - 5:boundary + 5]
         assert vault.read(who, row_id, mode="tail", n=10).content == text[-10:]
-        assert [rep.id for rep in vault.list_for_turn(who, IN["turn_id"])] == [row_id]
+        listed = vault.list_for_turn(who, IN["turn_id"])
+        assert [(rep.id, rep.summary, rep.retained, rep.step_num) for rep in listed] == [
+            (row_id, IN["summary"], IN["retained"], IN["step_num"])]
         clock.now = IN["expires_at"]
         assert vault.list_for_turn(who, IN["turn_id"]) == []
+    assert stored_summary(db_path) == sealed  # reading never rewrites
+
+
+def test_format_1_row_survives_rotation_rewrap_retirement_and_extension(db_path):
+    """A row written before format 2: rewrap moves its data key and leaves its format 1 summary (sealed by the
+    DEK) as it is; extend_turn writes the summary back in format 2; the row reads the same throughout."""
+    ring = frozen_database(db_path, out("sealed_summary"))
+    clock = FakeClock(IN["created_at"] + 1)
+    who, user, turn = Principal(IN["user_id"]), IN["user_id"], IN["turn_id"]
+
+    def listed(vault: Vault) -> list:
+        return [(rep.id, rep.summary, rep.retained) for rep in vault.list_for_turn(who, turn)]
+
+    expected = [(IN["row_id"], IN["summary"], IN["retained"])]
+    with Vault.open(db_path, keyring_backend=ring, clock=clock) as vault:
+        assert vault.rotate_owner_key(user) == 2
+        assert vault.rewrap(user) == 1
+        assert stored_summary(db_path) == out("sealed_summary")
+        assert vault.retire_old_key_versions(user) == 1
+        assert listed(vault) == expected and vault.get(who, IN["row_id"]).key_version == 2
+        assert vault.extend_turn(who, turn, IN["expires_at"] - clock.now + 3600) == 1
+        assert stored_summary(db_path)[0] == 0x04
+        assert listed(vault) == expected
+        assert vault.get(who, IN["row_id"]).summary == IN["summary"]

@@ -11,6 +11,7 @@ import base64
 import dataclasses
 import json
 import logging
+import operator
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,8 +23,19 @@ from keyring.backend import KeyringBackend
 
 from keys import DataKey, KeyManager, KeyringStore, OwnerKeyset, resolve_backend, tags_equal
 from keys.aead import TAG_SIZE, random_bytes
-from keys.envelope import RowContext, chunk_aad, context_digest, meta_aad, summary_aad, wrap_aad
+from keys.envelope import (
+    SUMMARY_V2,
+    RowContext,
+    chunk_aad,
+    context_digest,
+    meta_aad,
+    summary_aad,
+    summary_aad_v2,
+    summary_aads_v2,
+    wrap_aad,
+)
 from keys.errors import IntegrityError, InvalidArgument, KeyUnavailable, NotFound
+from keys.turnkey import TurnKey
 from vault import audit, paths
 from vault.audit import audited
 from vault.inputs import (
@@ -40,7 +52,7 @@ from vault.inputs import (
     parse_row_id,
 )
 from vault.lifecycle import KeyLifecycle
-from vault.model import Principal, ReadResult, Record, Representation
+from vault.model import Principal, ReadResult, Record, Representation, new_representation
 from vault.rowformat import (
     CHUNK_BYTES,
     Metadata,
@@ -63,6 +75,7 @@ DEFAULT_KEYRING_TIMEOUT = 10.0  # seconds one keyring call may take before it is
 DEFAULT_KEY_CACHE_SIZE = 1024
 MAX_READ_LIMIT = 10_000_000
 _OPEN_ROW = tuple[RowHeader, DataKey, Metadata, RowContext]
+_LISTING_ORDER = operator.attrgetter("step_num", "created_at")  # in C: a listing sorts up to thousands
 
 
 class Vault(KeyLifecycle):
@@ -166,11 +179,12 @@ class Vault(KeyLifecycle):
                     metadata.encode(), meta_aad(context, owner_tag, turn_tag, expires_at, size_bytes)),
             )
             record = SummaryRecord(step_num, executor_name, kind, size_units, created_at, summary_text, retained)
-            sealed_summary = data_key.seal_summary(
-                record.encode(), summary_aad(context, owner_tag, turn_tag, expires_at, size_bytes))
+            sealed_summary = keyset.turn_key(keyset.primary, context.vault_id, turn_tag).seal_summary(
+                record.encode(),
+                summary_aad_v2(context, owner_tag, turn_tag, expires_at, size_bytes, keyset.primary))
             self._store.insert_row(tx, header, sealed_summary)
         self._count("puts")
-        return _representation(header, record)
+        return _representation(row_id, size_bytes, expires_at, record)
 
     @audited("delete")
     def delete(self, principal: Principal, id: str) -> None:
@@ -198,15 +212,18 @@ class Vault(KeyLifecycle):
                 if header.expires_at >= expires_at:
                     continue
                 data_key, metadata, context = self._unseal(user_id, header)
-                record = self._summary(header, data_key, context, sealed)
+                record = self._summary(user_id, header, data_key, context, sealed)
                 metadata = dataclasses.replace(metadata, expires_at=expires_at)
-                # expiry is in both AADs, so both are sealed again, each under a fresh random nonce
+                # expiry is in both AADs, so both are sealed again, each under a fresh random nonce (a format 1
+                # summary is written back in format 2, under the turn key of the row's key version)
+                turn_key = self._turn_key(user_id, header.key_version, header.turn_tag)
                 self._store.update_expiry(
                     tx, header.seq, expires_at,
                     data_key.seal_metadata(metadata.encode(), meta_aad(
                         context, header.owner_tag, header.turn_tag, expires_at, header.size_bytes)),
-                    data_key.seal_summary(record.encode(), summary_aad(
-                        context, header.owner_tag, header.turn_tag, expires_at, header.size_bytes)),
+                    turn_key.seal_summary(record.encode(), summary_aad_v2(
+                        context, header.owner_tag, header.turn_tag, expires_at, header.size_bytes,
+                        header.key_version)),
                 )
                 extended += 1
         return extended
@@ -228,7 +245,7 @@ class Vault(KeyLifecycle):
             header, data_key, metadata, context = self._open_row(principal, id, turn_id)
             last = len(metadata.chunk_units) - 1
             raw = self._content(header, data_key, metadata, context, _digest(metadata), 0, last)
-            record = self._summary(header, data_key, context, self._store.read_summary(header.seq))
+            record = self._summary(principal.user_id, header, data_key, context, self._store.read_summary(header.seq))
             if (record.step_num, record.executor_name, record.content_kind, record.size_units) != (
                     metadata.step_num, metadata.executor_name, metadata.content_kind, metadata.size_units):
                 raise IntegrityError("a row's summary does not match its metadata")
@@ -278,13 +295,32 @@ class Vault(KeyLifecycle):
         user_id = principal.user_id
         index = self._keys.index_key()
         owner_tag = index.owner_tag(user_id)
+        turn_tag = index.turn_tag(owner_tag, turn_id)
+        vault_id = self._keys.vault_id
+        aad_of = summary_aads_v2(vault_id, owner_tag, turn_tag)
         with self._integrity_guard(), self._store.snapshot():
             found = []
-            for header, sealed in self._store.list_turn(owner_tag, index.turn_tag(owner_tag, turn_id), self._now()):
-                context = RowContext(self._keys.vault_id, header.row_id)
-                data_key = self._unwrap(user_id, header, context)
-                found.append(_representation(header, self._summary(header, data_key, context, sealed)))
-            return sorted(found, key=lambda rep: (rep.step_num, rep.created_at))
+            turn_keys: dict[int, TurnKey] = {}
+            for seq, row_id, version, expires_at, size_bytes, sealed in self._store.list_turn_summaries(
+                    owner_tag, turn_tag, self._now()):
+                if sealed[0] == SUMMARY_V2:  # one AES-GCM open per row, under the turn's key: no unwrap
+                    turn_key = turn_keys.get(version)
+                    if turn_key is None:
+                        turn_key = turn_keys[version] = self._turn_key(user_id, version, turn_tag)
+                    aad = aad_of(row_id, expires_at, size_bytes, version)
+                    try:
+                        plain = turn_key.open_summary(sealed, aad)
+                    except IntegrityError:
+                        plain = self._reopen_v2_summary(user_id, version, turn_tag, sealed, aad)
+                    record = SummaryRecord.decode(plain)
+                else:  # format 1: under the row's DEK
+                    context = RowContext(vault_id, row_id)
+                    data_key = self._unwrap(user_id, version, self._store.wrapped_key(seq), context)
+                    record = SummaryRecord.decode_v1(data_key.open_summary(
+                        sealed, summary_aad(context, owner_tag, turn_tag, expires_at, size_bytes)))
+                found.append(_representation(row_id, size_bytes, expires_at, record))
+            found.sort(key=_LISTING_ORDER)
+            return found
 
     def has_rows(self, principal: Principal, turn_id: str) -> bool:
         """Whether the caller has readable (unexpired) rows in a turn; decrypts nothing (offer the tool or not)."""
@@ -337,24 +373,36 @@ class Vault(KeyLifecycle):
         data_key, metadata, context = self._unseal(principal.user_id, header)
         return header, data_key, metadata, context
 
-    def _unwrap(self, user_id: str, header: RowHeader, context: RowContext) -> DataKey:
+    def _unwrap(self, user_id: str, version: int, wrapped: bytes, context: RowContext) -> DataKey:
         """Unwrap the data key of a row whose ownership was already checked (it only unwraps for its owner)."""
-        keyset = self._keyset_for_read(user_id, header)
-        aad = wrap_aad(context, user_id, header.key_version)
+        keyset = self._keyset_for_read(user_id, version)
+        aad = wrap_aad(context, user_id, version)
         try:
-            return keyset.unwrap(header.key_version, header.wrapped_key, aad)
+            return keyset.unwrap(version, wrapped, aad)
         except IntegrityError:
             # A cached keyset may be stale (the owner shredded and re-created in another process, so version
             # numbers restarted): reload once, and only a key that still fails is reported as tampering.
             fresh = self._keys.owner_keyset(user_id, refresh=True)
             if fresh is None:
                 raise
-            return fresh.unwrap(header.key_version, header.wrapped_key, aad)
+            return fresh.unwrap(version, wrapped, aad)
+
+    def _turn_key(self, user_id: str, version: int, turn_tag: bytes) -> TurnKey:
+        """The summary key of one of the owner's turns under ``version`` (ownership already checked)."""
+        return self._keyset_for_read(user_id, version).turn_key(version, self._keys.vault_id, turn_tag)
+
+    def _reopen_v2_summary(self, user_id: str, version: int, turn_tag: bytes, sealed: bytes, aad: bytes) -> bytes:
+        """A format 2 summary that did not open with the cached keyset: like ``_unwrap``, retried once with a
+        reloaded one (it may be stale), and only a summary that still fails is reported as tampering."""
+        fresh = self._keys.owner_keyset(user_id, refresh=True)
+        if fresh is None:
+            raise IntegrityError("ciphertext failed authentication")
+        return fresh.turn_key(version, self._keys.vault_id, turn_tag).open_summary(sealed, aad)
 
     def _unseal(self, user_id: str, header: RowHeader) -> tuple[DataKey, Metadata, RowContext]:
         """Unwrap the data key and open the metadata of a row whose ownership was already checked."""
         context = RowContext(self._keys.vault_id, header.row_id)
-        data_key = self._unwrap(user_id, header, context)
+        data_key = self._unwrap(user_id, header.key_version, header.wrapped_key, context)
         aad = meta_aad(context, header.owner_tag, header.turn_tag, header.expires_at, header.size_bytes)
         metadata = Metadata.decode(data_key.open_metadata(header.metadata, aad))
         if (metadata.user_id != user_id or metadata.expires_at != header.expires_at
@@ -382,18 +430,27 @@ class Vault(KeyLifecycle):
             offset += size
         return plain
 
-    def _summary(self, header: RowHeader, data_key: DataKey, context: RowContext,
+    def _summary(self, user_id: str, header: RowHeader, data_key: DataKey, context: RowContext,
                  sealed: bytes | None) -> SummaryRecord:
-        """Open a row's summary record (bound to the row's clear columns like the metadata)."""
-        if sealed is None:
+        """Open a row's summary record (bound to the row's clear columns like the metadata): format 2 under
+        the turn key of the row's key version, format 1 under the row's DEK."""
+        if not sealed:
             raise IntegrityError("a row's summary is missing")
+        if sealed[0] == SUMMARY_V2:
+            aad = summary_aad_v2(context, header.owner_tag, header.turn_tag, header.expires_at, header.size_bytes,
+                                 header.key_version)
+            try:
+                plain = self._turn_key(user_id, header.key_version, header.turn_tag).open_summary(sealed, aad)
+            except IntegrityError:
+                plain = self._reopen_v2_summary(user_id, header.key_version, header.turn_tag, sealed, aad)
+            return SummaryRecord.decode(plain)
         aad = summary_aad(context, header.owner_tag, header.turn_tag, header.expires_at, header.size_bytes)
-        return SummaryRecord.decode(data_key.open_summary(sealed, aad))
+        return SummaryRecord.decode_v1(data_key.open_summary(sealed, aad))
 
     # -- owner keys ------------------------------------------------------------------------------------
-    def _keyset_for_read(self, user_id: str, header: RowHeader) -> OwnerKeyset:
+    def _keyset_for_read(self, user_id: str, version: int) -> OwnerKeyset:
         keyset = self._keys.owner_keyset(user_id)
-        if keyset is not None and header.key_version not in keyset.versions:
+        if keyset is not None and version not in keyset.versions:
             keyset = self._keys.owner_keyset(user_id, refresh=True)  # rotated elsewhere?
         if keyset is None:
             raise KeyUnavailable(
@@ -472,13 +529,10 @@ def _digest(metadata: Metadata) -> bytes:
                           metadata.content_kind)
 
 
-def _representation(header: RowHeader, record: SummaryRecord) -> Representation:
-    row = header.row_id.hex()
+def _representation(row_id: bytes, size_bytes: int, expires_at: float, record: SummaryRecord) -> Representation:
+    row = row_id.hex()
     unit = "bytes" if record.content_kind == "binary" else "chars"
     hint = (f'Call scratchpad_read with {{"id": "{row}", "mode": "head", "n": 2000}} (or "tail", or "range" '
             f'with start/end) to read a slice; the full content is {record.size_units:,} {unit}.')
-    return Representation(
-        id=row, content_kind=record.content_kind, size_bytes=header.size_bytes, summary=record.summary,
-        ref_hint=hint, step_num=record.step_num, executor_name=record.executor_name,
-        created_at=record.created_at, expires_at=header.expires_at, retained=record.retained,
-    )
+    return new_representation(row, record.content_kind, size_bytes, record.summary, hint, record.step_num,
+                              record.executor_name, record.created_at, expires_at, record.retained)

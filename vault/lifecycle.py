@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from keys.envelope import RowContext, wrap_aad
-from keys.errors import InvalidArgument, KeyUnavailable
+from keys.envelope import SUMMARY_V2, RowContext, summary_aad_v2, wrap_aad
+from keys.errors import IntegrityError, InvalidArgument, KeyUnavailable
 from vault.audit import Audited, audited
 from vault.inputs import check_identifier, check_int, check_progress
 
 if TYPE_CHECKING:
-    from keys import KeyManager
-    from vault.store import SqliteStore
+    from keys import KeyManager, OwnerKeyset
+    from vault.store import RowHeader, SqliteStore
 
 REWRAP_BATCH = 500  # rows per transaction: a killed rewrap loses at most one batch of work, never data
 
@@ -64,12 +64,13 @@ class KeyLifecycle(Audited):
                     raise KeyUnavailable("the OS keyring holds no keys for this owner although the vault holds "
                                          "rows for them; restore the keyring from backup")
                 rows = self._store.rows_to_rewrap(tx, owner_tag, keyset.primary, batch)
-                for header in rows:
+                for header, sealed in rows:
                     context = RowContext(self._keys.vault_id, header.row_id)
                     data_key = keyset.unwrap(header.key_version, header.wrapped_key,
                                              wrap_aad(context, user_id, header.key_version))
                     wrapped = keyset.wrap(data_key, wrap_aad(context, user_id, keyset.primary))
-                    self._store.update_wrapped_key(tx, header.seq, keyset.primary, wrapped)
+                    self._store.update_wrapped_key(tx, header.seq, keyset.primary, wrapped,
+                                                   _reseal_summary(keyset, context, header, sealed))
             done += len(rows)
             if progress is not None:
                 progress(done)
@@ -108,3 +109,18 @@ class KeyLifecycle(Audited):
         with self._store.transaction():  # serialised with rotate/retire, which read-modify-write the keyset
             self._keys.delete_owner_keyset(user_id)
         return self._store.delete_owner_rows(self._keys.index_key().owner_tag(user_id), progress)
+
+
+def _reseal_summary(keyset: OwnerKeyset, context: RowContext, header: RowHeader, sealed: bytes | None) -> bytes | None:
+    """A format 2 summary sealed under the primary version's turn key instead of the row's old version's (the
+    record itself is not parsed); None for a format 1 summary, which the row's DEK seals whatever the version."""
+    if not sealed:
+        raise IntegrityError("a row's summary is missing")
+    if sealed[0] != SUMMARY_V2:
+        return None
+    vault_id, primary = context.vault_id, keyset.primary
+    old = summary_aad_v2(context, header.owner_tag, header.turn_tag, header.expires_at, header.size_bytes,
+                         header.key_version)
+    plain = keyset.turn_key(header.key_version, vault_id, header.turn_tag).open_summary(sealed, old)
+    new = summary_aad_v2(context, header.owner_tag, header.turn_tag, header.expires_at, header.size_bytes, primary)
+    return keyset.turn_key(primary, vault_id, header.turn_tag).seal_summary(plain, new)

@@ -64,6 +64,32 @@ class Representation:
         return f"Representation(id={self.id!r}, content_kind={self.content_kind!r}, size_bytes={self.size_bytes})"
 
 
+# Representation(...) for listings, which make thousands: the frozen dataclass __init__ sets each of the ten
+# fields through object.__setattr__ (1.2 us); this sets the same slots through their descriptors (0.6 us). The
+# result is an ordinary, equally frozen Representation (tests/test_content.py compares the two).
+_NEW = object.__new__
+(_ID, _KIND, _SIZE, _SUMMARY, _HINT, _STEP, _EXECUTOR, _CREATED, _EXPIRES, _RETAINED) = (
+    getattr(Representation, name).__set__ for name in Representation.__dataclass_fields__)
+
+
+def new_representation(id: str, content_kind: ContentKind, size_bytes: int, summary: str, ref_hint: str,
+                       step_num: int, executor_name: str, created_at: float, expires_at: float,
+                       retained: dict[str, Any]) -> Representation:
+    """``Representation(...)`` with the same positional fields, at half the cost (see above)."""
+    rep = _NEW(Representation)
+    _ID(rep, id)
+    _KIND(rep, content_kind)
+    _SIZE(rep, size_bytes)
+    _SUMMARY(rep, summary)
+    _HINT(rep, ref_hint)
+    _STEP(rep, step_num)
+    _EXECUTOR(rep, executor_name)
+    _CREATED(rep, created_at)
+    _EXPIRES(rep, expires_at)
+    _RETAINED(rep, retained)
+    return rep
+
+
 @dataclass(frozen=True, slots=True)
 class Record:
     """A complete stored row, content decrypted: str for text, bytes for binary, the JSON value for json."""

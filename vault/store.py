@@ -66,13 +66,20 @@ _COUNTS = "SELECT count(*), coalesce(sum(size_bytes), 0), coalesce(sum(expires_a
 _EXPIRED_BATCH = "SELECT seq FROM rows WHERE expires_at <= ? LIMIT ?"
 _OWNER_BATCH = "SELECT seq FROM rows WHERE owner_tag = ? LIMIT ?"
 _SELECT_OLD_VERSION = (
-    "SELECT seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata FROM rows "
+    "SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "
+    "summaries.sealed FROM rows LEFT JOIN summaries ON summaries.seq = rows.seq "
     "WHERE owner_tag = ? AND key_version != ? LIMIT ?"
 )
 _SELECT_TURN = (
     "SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "
     "summaries.sealed FROM rows LEFT JOIN summaries ON summaries.seq = rows.seq "
     "WHERE owner_tag = ? AND turn_tag = ? AND expires_at > ?"
+)
+# what a listing needs and no more (no metadata), in insertion order (the owner/turn index is ordered by seq)
+_SELECT_TURN_SUMMARIES = (
+    "SELECT rows.seq, id, key_version, expires_at, size_bytes, summaries.sealed FROM rows "
+    "LEFT JOIN summaries ON summaries.seq = rows.seq WHERE owner_tag = ? AND turn_tag = ? AND expires_at > ? "
+    "ORDER BY rows.seq"
 )
 
 
@@ -246,6 +253,26 @@ class SqliteStore:
         found = self._query(_SELECT_TURN, (owner_tag, turn_tag, now))
         return [(_header(row[:-1]), None if row[-1] is None else _blob(row[-1])) for row in found]
 
+    def list_turn_summaries(self, owner_tag: bytes, turn_tag: bytes,
+                            now: float) -> list[tuple[int, bytes, int, float, int, bytes]]:
+        """(seq, row id, key version, expiry, size, sealed summary) of each unexpired row of one owner's turn,
+        oldest first: a listing's columns only. A missing summary or a mistyped column is tampering."""
+        found = self._query(_SELECT_TURN_SUMMARIES, (owner_tag, turn_tag, now))
+        for _seq, row_id, key_version, expires_at, size_bytes, sealed in found:
+            if not (type(row_id) is bytes and type(key_version) is int and 1 <= key_version <= MAX_KEY_VERSION
+                    and type(expires_at) is float and type(size_bytes) is int and 0 <= size_bytes < 2**63):
+                raise IntegrityError("a stored row has columns of the wrong type")
+            if type(sealed) is not bytes or not sealed:
+                raise IntegrityError("a row's summary is missing")
+        return found
+
+    def wrapped_key(self, seq: int) -> bytes:
+        """The wrapped data key of row ``seq`` (a listing needs it only for a format 1 summary)."""
+        found = self._query("SELECT wrapped_key FROM rows WHERE seq = ?", (seq,))
+        if not found:
+            raise IntegrityError("a listed row disappeared inside one snapshot")
+        return _blob(found[0][0])
+
     def turn_has_rows(self, owner_tag: bytes, turn_tag: bytes, now: float) -> bool:
         """Whether one owner's turn has an unexpired row (an index lookup, nothing read)."""
         return bool(self._query(
@@ -373,16 +400,21 @@ class SqliteStore:
 
     @staticmethod
     def rows_to_rewrap(connection: sqlite3.Connection, owner_tag: bytes, primary: int,
-                       limit: int) -> list[RowHeader]:
-        """Up to ``limit`` rows of an owner whose data key is wrapped under another version than ``primary``."""
+                       limit: int) -> list[tuple[RowHeader, bytes | None]]:
+        """Up to ``limit`` rows of an owner whose data key is wrapped under another version than ``primary``,
+        each with its sealed summary (None if missing)."""
         found = connection.execute(_SELECT_OLD_VERSION, (owner_tag, primary, limit)).fetchall()
-        return [_header(row) for row in found]
+        return [(_header(row[:-1]), None if row[-1] is None else _blob(row[-1])) for row in found]
 
     @staticmethod
-    def update_wrapped_key(connection: sqlite3.Connection, seq: int, version: int, wrapped_key: bytes) -> None:
-        """Store a row's data key wrapped under another key version (content untouched)."""
+    def update_wrapped_key(connection: sqlite3.Connection, seq: int, version: int, wrapped_key: bytes,
+                           sealed_summary: bytes | None) -> None:
+        """Store a row's data key wrapped under another key version, and its summary sealed again under that
+        version's turn key when it is of format 2 (``None``: a format 1 summary, which the DEK seals, stays)."""
         connection.execute("UPDATE rows SET key_version = ?, wrapped_key = ? WHERE seq = ?",
                            (version, wrapped_key, seq))
+        if sealed_summary is not None:
+            connection.execute("UPDATE summaries SET sealed = ? WHERE seq = ?", (sealed_summary, seq))
 
     def delete_owner_rows(self, owner_tag: bytes, progress: Callable[[int], None] | None = None) -> int:
         """Delete every row of an owner, in batches, then checkpoint; returns how many. ``progress`` is called

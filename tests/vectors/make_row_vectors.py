@@ -1,9 +1,10 @@
-"""Generate tests/vectors/row_format_v1.json: frozen known-answer vectors of scratchvault's row format v1.
+"""Generate tests/vectors/row_format_v1.json and row_format_v2.json: frozen known-answer vectors of
+scratchvault's row format v1, and of what format 2 changed (the summary record, under the turn summary key).
 
 Run by hand, once per format version, from the repository root::
 
-    python tests/vectors/make_row_vectors.py            # writes tests/vectors/row_format_v1.json
-    python tests/vectors/make_row_vectors.py --check    # exit 1 if the file differs from what it would write
+    python tests/vectors/make_row_vectors.py            # writes both files
+    python tests/vectors/make_row_vectors.py --check    # exit 1 if a file differs from what it would write
 
 The test suite never runs this; ``tests/test_vectors.py`` recomputes every output from the file's inputs and
 compares. Regenerating the file to make that test pass defeats its purpose: a difference means the format
@@ -11,7 +12,9 @@ changed, and rows already on disk would no longer open. Bump the format version 
 
 The row is sealed exactly as ``Vault.put`` seals one, except that the random values (keys, ids, nonces) are
 fixed here. Random nonces enter through the test seams ``OwnerKeyset._wrap_with_nonce`` and
-``DataKey._seal_with_nonce``; everything else uses the public functions of ``keys/`` and ``vault/rowformat.py``.
+``DataKey._seal_with_nonce`` (and ``TurnKey._seal_with_nonce`` for format 2); everything else uses the public
+functions of ``keys/`` and ``vault/rowformat.py``, except the format 1 summary record, which the vault no longer
+writes (it still reads it): ``_summary_v1`` below is the encoder it had.
 """
 
 from __future__ import annotations
@@ -34,12 +37,20 @@ from keys.envelope import (  # noqa: E402
     context_digest,
     meta_aad,
     summary_aad,
+    summary_aad_v2,
     wrap_aad,
 )
 from keys.keyset import OwnerKeyset  # noqa: E402
 from vault.rowformat import Metadata, SummaryRecord, chunked, text_pieces  # noqa: E402
 
 OUT = Path(__file__).with_name("row_format_v1.json")
+OUT_V2 = Path(__file__).with_name("row_format_v2.json")
+
+
+def _summary_v1(record: SummaryRecord) -> bytes:
+    """The format 1 summary encoder (JSON, format version inside), as the vault had it before format 2."""
+    fields = {name: getattr(record, name) for name in record.__slots__}
+    return json.JSONEncoder(ensure_ascii=False).encode({"format": 1, **fields}).encode("utf-8", "replace")
 
 
 def _fixed(label: str, size: int) -> str:
@@ -111,9 +122,9 @@ def outputs(given: dict) -> dict:
         size_bytes=size_bytes, size_units=sum(c.units for c in chunks), chunk_units=tuple(c.units for c in chunks),
         created_at=given["created_at"], expires_at=given["expires_at"],
     ).encode()
-    summary = SummaryRecord(given["step_num"], given["executor_name"], given["content_kind"],
-                            sum(c.units for c in chunks), given["created_at"], given["summary"],
-                            given["retained"]).encode()
+    summary = _summary_v1(SummaryRecord(given["step_num"], given["executor_name"], given["content_kind"],
+                                        sum(c.units for c in chunks), given["created_at"], given["summary"],
+                                        given["retained"]))
     vault_hex = raw["vault_id"].hex()
     result = {
         "owner_tag": ("HMAC-SHA256(index key, 'scratchvault/owner-tag/v1' | user_id)", owner_tag),
@@ -130,7 +141,7 @@ def outputs(given: dict) -> dict:
         "sealed_metadata": ("metadata nonce | AES-256-GCM(data key, metadata_plaintext, metadata_aad)",
                             data_key._seal_with_nonce(bytes.fromhex(given["metadata_nonce"]), metadata,
                                                       aads["metadata_aad"])),
-        "summary_plaintext": ("SummaryRecord.encode()", summary),
+        "summary_plaintext": ("SummaryRecord.encode()", summary),  # of format 1: see _summary_v1
         "sealed_summary": ("summary nonce | AES-256-GCM(data key, summary_plaintext, summary_aad)",
                            data_key._seal_with_nonce(bytes.fromhex(given["summary_nonce"]), summary,
                                                      aads["summary_aad"])),
@@ -158,6 +169,35 @@ def outputs(given: dict) -> dict:
     return outs
 
 
+def inputs_v2() -> dict:
+    """What format 2 adds to the v1 row's inputs: the nonce of its summary under the turn summary key."""
+    return {"summary_nonce": _fixed("summary v2 nonce", 12)}
+
+
+def outputs_v2(given: dict, added: dict) -> dict:
+    """The format 2 summary of the same row: the turn summary key's effect, AAD, record and sealed bytes."""
+    raw = {k: bytes.fromhex(given[k]) for k in ("owner_key", "index_key", "vault_id", "row_id")}
+    version, user_id = given["key_version"], given["user_id"]
+    index, keyset = IndexKey(raw["index_key"]), OwnerKeyset(version, {version: raw["owner_key"]})
+    ctx = RowContext(raw["vault_id"], raw["row_id"])
+    chunks = list(chunked(text_pieces(given["plaintext"]), text=True))
+    size_bytes = sum(len(c.data) for c in chunks)
+    owner_tag = index.owner_tag(user_id)
+    turn_tag = index.turn_tag(owner_tag, given["turn_id"])
+    aad = summary_aad_v2(ctx, owner_tag, turn_tag, given["expires_at"], size_bytes, version)
+    record = SummaryRecord(given["step_num"], given["executor_name"], given["content_kind"],
+                           sum(c.units for c in chunks), given["created_at"], given["summary"], given["retained"])
+    turn_key = keyset.turn_key(version, raw["vault_id"], turn_tag)
+    result = {
+        "summary_aad": ("envelope.summary_aad_v2 of this row", aad),
+        "summary_plaintext": ("SummaryRecord.encode() (format 2, binary)", record.encode()),
+        "sealed_summary": ("0x04 | nonce | AES-256-GCM(turn summary key of (owner key v1, vault id, turn tag), "
+                           "summary_plaintext, summary_aad)",
+                           turn_key._seal_with_nonce(bytes.fromhex(added["summary_nonce"]), record.encode(), aad)),
+    }
+    return {name: {"how": how, "expect": value.hex()} for name, (how, value) in result.items()}
+
+
 def document() -> str:
     given = inputs()
     return json.dumps({
@@ -169,11 +209,25 @@ def document() -> str:
     }, indent=1, ensure_ascii=False) + "\n"
 
 
+def document_v2() -> str:
+    given, added = inputs(), inputs_v2()
+    return json.dumps({
+        "source": "scratchvault row format v2: the summary record of the row of row_format_v1.json (same inputs) "
+                  "as format 2 writes it; everything else is as in v1. Generated by "
+                  "tests/vectors/make_row_vectors.py (run by hand); bytes are hex; see tests/vectors/README.md",
+        "format_version": 2,
+        "inputs": added,
+        "outputs": outputs_v2(given, added),
+    }, indent=1, ensure_ascii=False) + "\n"
+
+
 def main() -> int:
-    text = document()
+    documents = {OUT: document(), OUT_V2: document_v2()}
     if sys.argv[1:] == ["--check"]:
-        return 0 if OUT.read_text(encoding="utf-8") == text else 1
-    OUT.write_text(text, encoding="utf-8")
+        return 0 if all(path.exists() and path.read_text(encoding="utf-8") == text
+                        for path, text in documents.items()) else 1
+    for path, text in documents.items():
+        path.write_text(text, encoding="utf-8")
     return 0
 
 
