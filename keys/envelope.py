@@ -68,6 +68,8 @@ _SUMMARY_V2 = b"scratchvault/summary/v2"
 _CLEAR = struct.Struct(">I16sI16sI32sI32sIdIQ")
 _CLEAR_V2 = struct.Struct(">I16sI16sI32sI32sIdIQIQ")
 _TAIL_V2 = struct.Struct(">IdIQIQ")
+_CHUNK_FIELDS = struct.Struct(">I16sI16sI32s")
+_STEP_LENGTH = struct.pack(">I", 8)
 _ROW_ID_LENGTH = _LENGTH(16)
 
 
@@ -133,17 +135,19 @@ def _usual_sizes(ctx: RowContext, owner_tag: bytes, turn_tag: bytes) -> bool:
 def chunk_aad(ctx: RowContext, context_digest: bytes) -> bytes:
     """AAD of every content chunk: this row and its immutable context (see context_digest); position is in
     the nonce."""
+    if len(ctx.vault_id) == 16 and len(ctx.row_id) == 16 and len(context_digest) == 32:
+        return _CHUNK + _CHUNK_FIELDS.pack(16, ctx.vault_id, 16, ctx.row_id, 32, context_digest)
     return encode_fields(_CHUNK, ctx.vault_id, ctx.row_id, context_digest)
 
 
 def context_digest(user_id: str, turn_id: str, step_num: int, executor_name: str, content_kind: str) -> bytes:
-    """SHA-256 over the row's immutable context, so every chunk is bound to all of it."""
-    return hashlib.sha256(
-        encode_fields(
-            _CONTEXT,
-            user_id.encode(), turn_id.encode(), _u64(step_num), executor_name.encode(), content_kind.encode(),
-        )
-    ).digest()
+    """SHA-256 over the row's immutable context, so every chunk is bound to all of it. (The fields are joined
+    here as ``encode_fields`` would join them: every put makes one.)"""
+    user, turn, executor, kind = user_id.encode(), turn_id.encode(), executor_name.encode(), content_kind.encode()
+    return hashlib.sha256(b"".join((
+        _CONTEXT, _LENGTH(len(user)), user, _LENGTH(len(turn)), turn, _STEP_LENGTH, _u64(step_num),
+        _LENGTH(len(executor)), executor, _LENGTH(len(kind)), kind,
+    ))).digest()
 
 
 def chunk_nonce(index: int, last: bool) -> bytes:

@@ -310,8 +310,9 @@ class Vault(KeyLifecycle):
                     aad = aad_of(row_id, expires_at, size_bytes, version)
                     try:
                         plain = turn_key.open_summary(sealed, aad)
-                    except IntegrityError:
-                        plain = self._reopen_v2_summary(user_id, version, turn_tag, sealed, aad)
+                    except IntegrityError:  # the cached keyset may be stale: reload once for the whole listing
+                        turn_key = turn_keys[version] = self._fresh_turn_key(user_id, version, turn_tag)
+                        plain = turn_key.open_summary(sealed, aad)
                     record = SummaryRecord.decode(plain)
                 else:  # format 1: under the row's DEK
                     context = RowContext(vault_id, row_id)
@@ -391,13 +392,13 @@ class Vault(KeyLifecycle):
         """The summary key of one of the owner's turns under ``version`` (ownership already checked)."""
         return self._keyset_for_read(user_id, version).turn_key(version, self._keys.vault_id, turn_tag)
 
-    def _reopen_v2_summary(self, user_id: str, version: int, turn_tag: bytes, sealed: bytes, aad: bytes) -> bytes:
-        """A format 2 summary that did not open with the cached keyset: like ``_unwrap``, retried once with a
-        reloaded one (it may be stale), and only a summary that still fails is reported as tampering."""
+    def _fresh_turn_key(self, user_id: str, version: int, turn_tag: bytes) -> TurnKey:
+        """For a format 2 summary that did not open with the cached keyset: like ``_unwrap``, the keyset is
+        reloaded (it may be stale), and only a summary that still fails is reported as tampering."""
         fresh = self._keys.owner_keyset(user_id, refresh=True)
         if fresh is None:
             raise IntegrityError("ciphertext failed authentication")
-        return fresh.turn_key(version, self._keys.vault_id, turn_tag).open_summary(sealed, aad)
+        return fresh.turn_key(version, self._keys.vault_id, turn_tag)
 
     def _unseal(self, user_id: str, header: RowHeader) -> tuple[DataKey, Metadata, RowContext]:
         """Unwrap the data key and open the metadata of a row whose ownership was already checked."""
@@ -442,7 +443,7 @@ class Vault(KeyLifecycle):
             try:
                 plain = self._turn_key(user_id, header.key_version, header.turn_tag).open_summary(sealed, aad)
             except IntegrityError:
-                plain = self._reopen_v2_summary(user_id, header.key_version, header.turn_tag, sealed, aad)
+                plain = self._fresh_turn_key(user_id, header.key_version, header.turn_tag).open_summary(sealed, aad)
             return SummaryRecord.decode(plain)
         aad = summary_aad(context, header.owner_tag, header.turn_tag, header.expires_at, header.size_bytes)
         return SummaryRecord.decode_v1(data_key.open_summary(sealed, aad))

@@ -66,7 +66,7 @@ class Representation:
 
 # Representation(...) for listings, which make thousands: the frozen dataclass __init__ sets each of the ten
 # fields through object.__setattr__ (1.2 us); this sets the same slots through their descriptors (0.6 us). The
-# result is an ordinary, equally frozen Representation (tests/test_content.py compares the two).
+# result is an ordinary, equally frozen Representation (tests/test_summary_v2.py compares the two).
 _NEW = object.__new__
 (_ID, _KIND, _SIZE, _SUMMARY, _HINT, _STEP, _EXECUTOR, _CREATED, _EXPIRES, _RETAINED) = (
     getattr(Representation, name).__set__ for name in Representation.__dataclass_fields__)

@@ -139,43 +139,54 @@ class SqliteStore:
         self._local.connection = connection
         return connection
 
-    @contextmanager
-    def _using(self) -> Iterator[sqlite3.Connection]:
-        """This thread's connection, marked busy while used: close() from another thread never closes a
-        connection under a running statement (that crashes the sqlite3 module); a busy one closes itself
-        when its last use ends."""
+    def _acquire(self) -> sqlite3.Connection:
+        """This thread's connection, marked busy: close() from another thread never closes a connection under a
+        running statement (that crashes the sqlite3 module); a busy one closes itself when its last use ends."""
         connection = self._connection()
         with self._lock:
             if self._closed:
                 raise StorageError("the vault is closed")
             self._busy[connection] = self._busy.get(connection, 0) + 1
+        return connection
+
+    def _release(self, connection: sqlite3.Connection) -> None:
+        with self._lock:
+            self._busy[connection] -= 1
+            last = self._busy[connection] == 0
+            if last:
+                del self._busy[connection]
+            orphaned = last and self._closed
+        if orphaned:
+            connection.close()
+
+    @contextmanager
+    def _using(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection, busy while used (see _acquire)."""
+        connection = self._acquire()
         try:
             yield connection
         finally:
-            with self._lock:
-                self._busy[connection] -= 1
-                last = self._busy[connection] == 0
-                if last:
-                    del self._busy[connection]
-                orphaned = last and self._closed
-            if orphaned:
-                connection.close()
+            self._release(connection)
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction (BEGIN IMMEDIATE: takes the write lock up front, so no upgrade deadlock)."""
-        with self._using() as connection:
-            with translate_errors():
+        """A write transaction (BEGIN IMMEDIATE: takes the write lock up front, so no upgrade deadlock). One
+        generator, not one inside _using: every put enters it."""
+        connection = self._acquire()
+        try:
+            with _TRANSLATE:
                 connection.execute("BEGIN IMMEDIATE")
             try:
-                with translate_errors():
+                with _TRANSLATE:
                     yield connection
             except BaseException:
                 if connection.in_transaction:
                     connection.rollback()
                 raise
-            with translate_errors():
+            with _TRANSLATE:
                 connection.execute("COMMIT")
+        finally:
+            self._release(connection)
         if self._checkpoint_pending:
             self.checkpoint()
 
