@@ -125,10 +125,10 @@ def test_row_format_v1_sealing_reproduces_every_frozen_value():
     assert summary_aad(ctx, out("owner_tag"), out("turn_tag"), expires, size) == out("summary_aad")
     assert chunk_aad(ctx, digest) == out("chunk_aad")
     assert keyset._wrap_with_nonce(data_key, out("wrap_aad"), raw("wrap_nonce")) == out("wrapped_key")
-    assert expected_metadata().encode() == out("metadata_plaintext")
+    # format 1 records are no longer written, only read: the frozen records must still parse to the inputs
+    assert Metadata.decode(out("metadata_plaintext")) == expected_metadata()
     assert data_key._seal_with_nonce(raw("metadata_nonce"), out("metadata_plaintext"),
                                      out("metadata_aad")) == out("sealed_metadata")
-    # format 1 summaries are no longer written, only read: the frozen record must still parse to the inputs
     assert SummaryRecord.decode_v1(out("summary_plaintext")) == expected_summary()
     assert data_key._seal_with_nonce(raw("summary_nonce"), out("summary_plaintext"),
                                      out("summary_aad")) == out("sealed_summary")
@@ -173,8 +173,13 @@ def out_v2(name: str) -> bytes:
     return bytes.fromhex(ROW_V2["outputs"][name]["expect"])
 
 
-def test_row_format_v2_summary_reproduces_every_frozen_value_and_opens_back():
-    index, keyset, _, ctx = parts()
+def test_row_format_v2_records_reproduce_every_frozen_value_and_open_back():
+    index, keyset, data_key, ctx = parts()
+    assert expected_metadata().encode() == out_v2("metadata_plaintext")
+    assert data_key._seal_with_nonce(bytes.fromhex(ROW_V2["inputs"]["metadata_nonce"]), out_v2("metadata_plaintext"),
+                                     out("metadata_aad")) == out_v2("sealed_metadata")
+    assert Metadata.decode(data_key.open_metadata(out_v2("sealed_metadata"), out("metadata_aad"))) == \
+        expected_metadata()
     version, turn_tag = IN["key_version"], out("turn_tag")
     aad = summary_aad_v2(ctx, out("owner_tag"), turn_tag, IN["expires_at"], out("size_bytes"), version)
     assert aad == out_v2("summary_aad")
@@ -192,9 +197,9 @@ def test_row_format_v2_summary_reproduces_every_frozen_value_and_opens_back():
             1, ctx.vault_id, turn_tag).open_summary(out_v2("sealed_summary"), aad)
 
 
-def frozen_database(db_path: Path, sealed_summary: bytes) -> MemoryKeyring:
+def frozen_database(db_path: Path, sealed_metadata: bytes, sealed_summary: bytes) -> MemoryKeyring:
     """A database file holding the frozen row (schema made by Vault.open, vault id and row put in by hand) with
-    ``sealed_summary``, and a keyring holding the frozen keys."""
+    these metadata and summary records, and a keyring holding the frozen keys."""
     ring = MemoryKeyring()
     Vault.open(db_path, keyring_backend=ring).close()  # schema, a random vault id: replaced below
     ring.secrets.clear()
@@ -211,7 +216,7 @@ def frozen_database(db_path: Path, sealed_summary: bytes) -> MemoryKeyring:
         conn.execute("INSERT INTO rows (seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, "
                      "wrapped_key, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                      (seq, raw("row_id"), out("owner_tag"), out("turn_tag"), IN["key_version"], IN["expires_at"],
-                      out("size_bytes"), out("wrapped_key"), out("sealed_metadata")))
+                      out("size_bytes"), out("wrapped_key"), sealed_metadata))
         conn.execute("INSERT INTO summaries (seq, sealed) VALUES (?, ?)", (seq, sealed_summary))
         for i, pos in enumerate(out("chunk_positions")):
             conn.execute("INSERT INTO chunks (pos, sealed) VALUES (?, ?)", (pos, out(f"sealed_chunk_{i}")))
@@ -224,12 +229,13 @@ def stored_summary(db_path: Path) -> bytes:
         return conn.execute("SELECT sealed FROM summaries WHERE seq = ?", (IN["seq"],)).fetchone()[0]
 
 
-@pytest.mark.parametrize("summary_format", [1, 2])
-def test_frozen_database_row_opens_end_to_end_through_the_public_api(db_path, summary_format):
-    """The frozen row, with its format 1 summary (rows written before format 2) or its format 2 summary:
+@pytest.mark.parametrize("row_format", [1, 2])
+def test_frozen_database_row_opens_end_to_end_through_the_public_api(db_path, row_format):
+    """The frozen row, with its format 1 records (rows written before format 2) or its format 2 records:
     Vault.get, read and list_for_turn return it."""
-    sealed = out("sealed_summary") if summary_format == 1 else out_v2("sealed_summary")
-    ring = frozen_database(db_path, sealed)
+    meta, sealed = (out("sealed_metadata"), out("sealed_summary")) if row_format == 1 else (
+        out_v2("sealed_metadata"), out_v2("sealed_summary"))
+    ring = frozen_database(db_path, meta, sealed)
     clock = FakeClock(IN["created_at"] + 1)
     who, row_id, text = Principal(IN["user_id"], actor="other actor"), IN["row_id"], IN["plaintext"]
     with Vault.open(db_path, keyring_backend=ring, clock=clock) as vault:
@@ -255,8 +261,8 @@ def test_frozen_database_row_opens_end_to_end_through_the_public_api(db_path, su
 
 def test_format_1_row_survives_rotation_rewrap_retirement_and_extension(db_path):
     """A row written before format 2: rewrap moves its data key and leaves its format 1 summary (sealed by the
-    DEK) as it is; extend_turn writes the summary back in format 2; the row reads the same throughout."""
-    ring = frozen_database(db_path, out("sealed_summary"))
+    DEK) as it is; extend_turn writes metadata and summary back in format 2; the row reads the same throughout."""
+    ring = frozen_database(db_path, out("sealed_metadata"), out("sealed_summary"))
     clock = FakeClock(IN["created_at"] + 1)
     who, user, turn = Principal(IN["user_id"]), IN["user_id"], IN["turn_id"]
 
@@ -272,5 +278,7 @@ def test_format_1_row_survives_rotation_rewrap_retirement_and_extension(db_path)
         assert listed(vault) == expected and vault.get(who, IN["row_id"]).key_version == 2
         assert vault.extend_turn(who, turn, IN["expires_at"] - clock.now + 3600) == 1
         assert stored_summary(db_path)[0] == 0x04
+        with closing(sqlite3.connect(db_path)) as conn:  # the metadata too: no longer the frozen v1 bytes
+            assert conn.execute("SELECT metadata FROM rows").fetchone()[0] != out("sealed_metadata")
         assert listed(vault) == expected
         assert vault.get(who, IN["row_id"]).summary == IN["summary"]

@@ -3,8 +3,9 @@
 Content is cut into chunks of at most ``CHUNK_BYTES`` of plaintext. Binary chunks are exactly that size (the
 last may be shorter); text and JSON (stored as its JSON text) are UTF-8 cut on character boundaries, so each
 chunk decodes alone. Each chunk's size in the row's units (characters, or bytes for binary) goes into the
-metadata, which is how a slice finds its chunks without opening any other. Format 2 changed only the summary
-record (binary, under the turn summary key); format 1 summaries are still read. The sealing is in ``keys/``.
+metadata, which is how a slice finds its chunks without opening any other. Format 2 made the metadata and the
+summary record binary (and moved the summary under the turn summary key); format 1 records are still read.
+The sealing is in ``keys/``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ KINDS = ("text", "binary", "json")  # the order is part of the summary format (k
 # summary record format 2: format byte, step, size in units, created_at, kind, then three byte lengths
 _SUMMARY_HEADER = struct.Struct(">BQQdBIII")
 _SCAN_JSON = json.JSONDecoder().scan_once
+# metadata record format 2: format byte, step, size in bytes and units, created_at, expires_at, kind, the byte
+# lengths of user, actor, channel, turn and executor (actor and channel may be absent), the number of runs
+_META_HEADER = struct.Struct(">BQQQddBIIIIII")
+_NO_NAME = 0xFFFFFFFF
 MAX_JSON_DEPTH = 256
 _CONTINUATION = frozenset(range(0x80, 0xC0))
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -63,25 +68,63 @@ class Metadata:
         return f"<Metadata kind={self.content_kind} size_bytes={self.size_bytes} chunks={len(self.chunk_units)}>"
 
     def encode(self) -> bytes:
-        """Canonical JSON bytes of the record (format version inside)."""
-        fields = {name: getattr(self, name) for name in self.__slots__}
-        fields["chunk_units"] = _runs(self.chunk_units)
-        return _COMPACT_JSON.encode({"format": 1, **fields}).encode()
+        """The record in format 2: a fixed binary header, the five names as UTF-8, then the chunk sizes as
+        [size, repeat] runs of two u32. Binary rather than JSON: every put writes one and every read parses one,
+        and this takes a tenth of the time."""
+        user, turn, executor = self.user_id.encode(), self.turn_id.encode(), self.executor_name.encode()
+        actor = b"" if self.actor is None else self.actor.encode()
+        channel = b"" if self.channel is None else self.channel.encode()
+        runs = [value for run in _runs(self.chunk_units) for value in run]
+        header = _META_HEADER.pack(
+            2, self.step_num, self.size_bytes, self.size_units, self.created_at, self.expires_at,
+            KINDS.index(self.content_kind), len(user), _NO_NAME if self.actor is None else len(actor),
+            _NO_NAME if self.channel is None else len(channel), len(turn), len(executor), len(runs) // 2)
+        return b"".join((header, user, actor, channel, turn, executor, struct.pack(f">{len(runs)}I", *runs)))
 
     @classmethod
     def decode(cls, raw: bytes) -> Metadata:
-        """Parse an authenticated record; a shape we did not write is an IntegrityError."""
+        """Parse an authenticated record of format 2 (or 1: JSON, rows written before format 2); a shape we
+        did not write is an IntegrityError."""
         try:
-            fields = json.loads(raw)
-            if fields.pop("format") != 1:
-                raise ValueError("format")
-            fields["chunk_units"] = _expand(fields["chunk_units"])
-            metadata = cls(**fields)
-        except (ValueError, TypeError, KeyError, AttributeError):
+            metadata = cls._decode_v1(raw) if raw[:1] == b"{" else cls._decode_v2(raw)
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError, struct.error, RecursionError):
             raise IntegrityError("row metadata is not in a known format") from None
         if metadata.content_kind not in KINDS or sum(metadata.chunk_units) != metadata.size_units:
             raise IntegrityError("row metadata is inconsistent")
         return metadata
+
+    @classmethod
+    def _decode_v2(cls, raw: bytes) -> Metadata:
+        (version, step, size_bytes, size_units, created, expires, kind, n_user, n_actor, n_channel, n_turn,
+         n_executor, n_runs) = _META_HEADER.unpack_from(raw)
+        if version != 2 or n_runs > MAX_CHUNKS:
+            raise ValueError("format")
+        offset = _META_HEADER.size
+        names = []
+        for size in (n_user, n_actor, n_channel, n_turn, n_executor):
+            if size == _NO_NAME:
+                names.append(None)
+                continue
+            end = offset + size
+            if end > len(raw):
+                raise ValueError("short")
+            names.append(raw[offset:end].decode())
+            offset = end
+        user, actor, channel, turn, executor = names
+        if user is None or turn is None or executor is None or offset + 8 * n_runs != len(raw):
+            raise ValueError("shape")
+        flat = struct.unpack_from(f">{2 * n_runs}I", raw, offset)
+        units = _expand([[flat[i], flat[i + 1]] for i in range(0, len(flat), 2)])
+        return cls(user, actor, channel, turn, step, executor, KINDS[kind], size_bytes, size_units, units,
+                   created, expires)
+
+    @classmethod
+    def _decode_v1(cls, raw: bytes) -> Metadata:
+        fields = json.loads(raw)
+        if fields.pop("format") != 1:
+            raise ValueError("format")
+        fields["chunk_units"] = _expand(fields["chunk_units"])
+        return cls(**fields)
 
 
 @dataclass(slots=True)  # not frozen: made per row or chunk, and a frozen __init__ is slow

@@ -13,8 +13,8 @@ changed, and rows already on disk would no longer open. Bump the format version 
 The row is sealed exactly as ``Vault.put`` seals one, except that the random values (keys, ids, nonces) are
 fixed here. Random nonces enter through the test seams ``OwnerKeyset._wrap_with_nonce`` and
 ``DataKey._seal_with_nonce`` (and ``TurnKey._seal_with_nonce`` for format 2); everything else uses the public
-functions of ``keys/`` and ``vault/rowformat.py``, except the format 1 summary record, which the vault no longer
-writes (it still reads it): ``_summary_v1`` below is the encoder it had.
+functions of ``keys/`` and ``vault/rowformat.py``, except the format 1 metadata and summary records, which the
+vault no longer writes (it still reads them): ``_metadata_v1`` and ``_summary_v1`` below are the encoders it had.
 """
 
 from __future__ import annotations
@@ -41,10 +41,17 @@ from keys.envelope import (  # noqa: E402
     wrap_aad,
 )
 from keys.keyset import OwnerKeyset  # noqa: E402
-from vault.rowformat import Metadata, SummaryRecord, chunked, text_pieces  # noqa: E402
+from vault.rowformat import Metadata, SummaryRecord, _runs, chunked, text_pieces  # noqa: E402
 
 OUT = Path(__file__).with_name("row_format_v1.json")
 OUT_V2 = Path(__file__).with_name("row_format_v2.json")
+
+
+def _metadata_v1(metadata: Metadata) -> bytes:
+    """The format 1 metadata encoder (compact JSON, chunk sizes as runs), as the vault had it before format 2."""
+    fields = {name: getattr(metadata, name) for name in metadata.__slots__}
+    fields["chunk_units"] = _runs(metadata.chunk_units)
+    return json.JSONEncoder(separators=(",", ":")).encode({"format": 1, **fields}).encode()
 
 
 def _summary_v1(record: SummaryRecord) -> bytes:
@@ -116,12 +123,7 @@ def outputs(given: dict) -> dict:
         "summary_aad": summary_aad(ctx, owner_tag, turn_tag, given["expires_at"], size_bytes),
         "chunk_aad": chunk_aad(ctx, digest),
     }
-    metadata = Metadata(
-        user_id=user_id, actor=given["actor"], channel=given["channel"], turn_id=turn_id,
-        step_num=given["step_num"], executor_name=given["executor_name"], content_kind=given["content_kind"],
-        size_bytes=size_bytes, size_units=sum(c.units for c in chunks), chunk_units=tuple(c.units for c in chunks),
-        created_at=given["created_at"], expires_at=given["expires_at"],
-    ).encode()
+    metadata = _metadata_v1(metadata_of(given, chunks))
     summary = _summary_v1(SummaryRecord(given["step_num"], given["executor_name"], given["content_kind"],
                                         sum(c.units for c in chunks), given["created_at"], given["summary"],
                                         given["retained"]))
@@ -137,7 +139,7 @@ def outputs(given: dict) -> dict:
         **{name: (f"envelope.{name.replace('metadata', 'meta')} of this row", value) for name, value in aads.items()},
         "wrapped_key": ("wrap nonce | AES-256-GCM(owner key v1, data key, wrap_aad)",
                         keyset._wrap_with_nonce(data_key, aads["wrap_aad"], bytes.fromhex(given["wrap_nonce"]))),
-        "metadata_plaintext": ("Metadata.encode()", metadata),
+        "metadata_plaintext": ("Metadata.encode()", metadata),  # of format 1: see _metadata_v1
         "sealed_metadata": ("metadata nonce | AES-256-GCM(data key, metadata_plaintext, metadata_aad)",
                             data_key._seal_with_nonce(bytes.fromhex(given["metadata_nonce"]), metadata,
                                                       aads["metadata_aad"])),
@@ -169,14 +171,26 @@ def outputs(given: dict) -> dict:
     return outs
 
 
+def metadata_of(given: dict, chunks: list) -> Metadata:
+    """The row's metadata record."""
+    return Metadata(
+        user_id=given["user_id"], actor=given["actor"], channel=given["channel"], turn_id=given["turn_id"],
+        step_num=given["step_num"], executor_name=given["executor_name"], content_kind=given["content_kind"],
+        size_bytes=sum(len(c.data) for c in chunks), size_units=sum(c.units for c in chunks),
+        chunk_units=tuple(c.units for c in chunks), created_at=given["created_at"], expires_at=given["expires_at"],
+    )
+
+
 def inputs_v2() -> dict:
-    """What format 2 adds to the v1 row's inputs: the nonce of its summary under the turn summary key."""
-    return {"summary_nonce": _fixed("summary v2 nonce", 12)}
+    """What format 2 adds to the v1 row's inputs: the nonces of its new metadata record and of its summary
+    under the turn summary key."""
+    return {"metadata_nonce": "02" + _fixed("metadata v2 nonce", 11), "summary_nonce": _fixed("summary v2 nonce", 12)}
 
 
 def outputs_v2(given: dict, added: dict) -> dict:
-    """The format 2 summary of the same row: the turn summary key's effect, AAD, record and sealed bytes."""
-    raw = {k: bytes.fromhex(given[k]) for k in ("owner_key", "index_key", "vault_id", "row_id")}
+    """The format 2 records of the same row: metadata (same key and AAD as v1), and the summary under the turn
+    summary key, with its AAD."""
+    raw = {k: bytes.fromhex(given[k]) for k in ("owner_key", "index_key", "vault_id", "row_id", "data_key")}
     version, user_id = given["key_version"], given["user_id"]
     index, keyset = IndexKey(raw["index_key"]), OwnerKeyset(version, {version: raw["owner_key"]})
     ctx = RowContext(raw["vault_id"], raw["row_id"])
@@ -188,7 +202,13 @@ def outputs_v2(given: dict, added: dict) -> dict:
     record = SummaryRecord(given["step_num"], given["executor_name"], given["content_kind"],
                            sum(c.units for c in chunks), given["created_at"], given["summary"], given["retained"])
     turn_key = keyset.turn_key(version, raw["vault_id"], turn_tag)
+    metadata = metadata_of(given, chunks).encode()
+    meta = meta_aad(ctx, owner_tag, turn_tag, given["expires_at"], size_bytes)
     result = {
+        "metadata_plaintext": ("Metadata.encode() (format 2, binary)", metadata),
+        "sealed_metadata": ("metadata nonce | AES-256-GCM(data key, metadata_plaintext, metadata_aad of v1)",
+                            DataKey(raw["data_key"])._seal_with_nonce(bytes.fromhex(added["metadata_nonce"]),
+                                                                      metadata, meta)),
         "summary_aad": ("envelope.summary_aad_v2 of this row", aad),
         "summary_plaintext": ("SummaryRecord.encode() (format 2, binary)", record.encode()),
         "sealed_summary": ("0x04 | nonce | AES-256-GCM(turn summary key of (owner key v1, vault id, turn tag), "
@@ -212,8 +232,8 @@ def document() -> str:
 def document_v2() -> str:
     given, added = inputs(), inputs_v2()
     return json.dumps({
-        "source": "scratchvault row format v2: the summary record of the row of row_format_v1.json (same inputs) "
-                  "as format 2 writes it; everything else is as in v1. Generated by "
+        "source": "scratchvault row format v2: the metadata and summary records of the row of row_format_v1.json "
+                  "(same inputs) as format 2 writes them; everything else is as in v1. Generated by "
                   "tests/vectors/make_row_vectors.py (run by hand); bytes are hex; see tests/vectors/README.md",
         "format_version": 2,
         "inputs": added,
