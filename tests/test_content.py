@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memory_keyring import MemoryKeyring
 
-from vault import InvalidArgument, Principal, Vault
+from vault import IntegrityError, InvalidArgument, Principal, Vault
 
 K64 = 64 * 1024
 FOUR_BYTE = "\U0001f600"  # 😀, 4 bytes of UTF-8
@@ -125,6 +125,18 @@ def test_multi_chunk_streams_round_trip(vault, alice):
     rep, rec = put_get(vault, alice, io.StringIO(text))
     assert rec.content == text and rep.size_bytes == len(text.encode())
     assert vault.read(alice, rep.id, mode="tail", n=7).content == text[-7:]
+
+
+def test_a_full_read_that_fails_midway_leaves_nothing_open(vault, alice, db_path):
+    """Chunks are read through a cursor one at a time: a tampered middle chunk stops the read with an
+    IntegrityError and the cursor and the connection's busy mark go with it (the vault still reads and closes)."""
+    rep = vault.put(alice, "t", 1, "tool", "x" * (3 * K64))
+    with sqlite3.connect(db_path) as db:
+        db.execute("UPDATE chunks SET sealed = zeroblob(length(sealed)) WHERE pos = (SELECT max(pos) - 1 FROM chunks)")
+    with pytest.raises(IntegrityError):
+        vault.get(alice, rep.id)
+    assert not vault._store._busy
+    assert vault.get(alice, vault.put(alice, "t", 2, "tool", "after").id).content == "after"
 
 
 class FailingStream:
