@@ -45,11 +45,9 @@ from vault.rowformat import (
     CHUNK_BYTES,
     Metadata,
     SummaryRecord,
-    binary_pieces,
-    chunked,
     classify,
+    content_chunks,
     encode_json,
-    text_pieces,
 )
 from vault.slices import chunk_span, plan
 from vault.store import RowHeader, SqliteStore
@@ -135,7 +133,7 @@ class Vault(KeyLifecycle):
         data_key = self._keys.new_data_key()
         digest = context_digest(user_id, turn_id, step_num, executor_name, kind)
         content_aad = chunk_aad(context, digest)
-        pieces = binary_pieces(observation) if kind == "binary" else text_pieces(json_text or observation)
+        chunks = content_chunks(json_text or observation, text=kind != "binary")
         summary = SummaryBuilder(kind, observation if kind == "json" else None)
 
         with self._store.transaction() as tx:
@@ -144,7 +142,7 @@ class Vault(KeyLifecycle):
             seq = self._store.next_seq(tx)
             chunk_units: list[int] = []
             size_bytes = 0
-            for index_in_row, chunk in enumerate(chunked(pieces, text=kind != "binary")):
+            for index_in_row, chunk in enumerate(chunks):
                 sealed = data_key.seal_chunk(index_in_row, chunk.last, chunk.data, content_aad)
                 self._store.insert_chunk(tx, seq, index_in_row, sealed)
                 summary.feed(chunk)
