@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memory_keyring import MemoryKeyring
 
-from vault import InvalidArgument, Principal, Vault
+from vault import IntegrityError, InvalidArgument, Principal, Vault
+from vault.rowformat import chunked, content_chunks, text_pieces
 
 K64 = 64 * 1024
 FOUR_BYTE = "\U0001f600"  # 😀, 4 bytes of UTF-8
@@ -125,6 +126,37 @@ def test_multi_chunk_streams_round_trip(vault, alice):
     rep, rec = put_get(vault, alice, io.StringIO(text))
     assert rec.content == text and rep.size_bytes == len(text.encode())
     assert vault.read(alice, rep.id, mode="tail", n=7).content == text[-7:]
+
+
+@pytest.mark.parametrize("size", [0, 1, 65535, 65536, 65537, 131072, 16 * 65536, 16 * 65536 + 1, 17 * 65536 + 9])
+def test_ascii_text_is_cut_exactly_as_the_general_chunker_cuts_it(size):
+    """The ASCII fast path of put must give the chunks (bytes, units, last) of the format's general chunker."""
+    text = "".join(random.Random(size).choice("ab \n{}") for _ in range(min(size, 4096))) * (size // 4096 + 1)
+    text = text[:size]
+    fast = [(bytes(c.data), c.units, c.last) for c in content_chunks(text, text=True)]
+    general = [(bytes(c.data), c.units, c.last) for c in chunked(text_pieces(text), text=True)]
+    assert fast == general
+
+
+def test_multi_chunk_ascii_text_and_json_round_trip(vault, alice):
+    text = "".join(f"{i:07d} ascii line\n" for i in range(20_000))  # 380,000 chars: 6 chunks, the last short
+    rep, rec = put_get(vault, alice, text)
+    assert rec.content == text and rep.size_bytes == len(text)
+    assert vault.read(alice, rep.id, mode="range", start=65530, end=65545).content == text[65530:65545]
+    value = {"lines": text.splitlines()}
+    assert put_get(vault, alice, value)[1].content == value
+
+
+def test_a_full_read_that_fails_midway_leaves_nothing_open(vault, alice, db_path):
+    """Chunks are read through a cursor one at a time: a tampered middle chunk stops the read with an
+    IntegrityError and the cursor and the connection's busy mark go with it (the vault still reads and closes)."""
+    rep = vault.put(alice, "t", 1, "tool", "x" * (3 * K64))
+    with sqlite3.connect(db_path) as db:
+        db.execute("UPDATE chunks SET sealed = zeroblob(length(sealed)) WHERE pos = (SELECT max(pos) - 1 FROM chunks)")
+    with pytest.raises(IntegrityError):
+        vault.get(alice, rep.id)
+    assert not vault._store._busy
+    assert vault.get(alice, vault.put(alice, "t", 2, "tool", "after").id).content == "after"
 
 
 class FailingStream:

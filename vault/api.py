@@ -15,7 +15,7 @@ import operator
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -57,11 +57,9 @@ from vault.rowformat import (
     CHUNK_BYTES,
     Metadata,
     SummaryRecord,
-    binary_pieces,
-    chunked,
     classify,
+    content_chunks,
     encode_json,
-    text_pieces,
 )
 from vault.slices import chunk_span, plan
 from vault.store import RowHeader, SqliteStore
@@ -148,7 +146,7 @@ class Vault(KeyLifecycle):
         data_key = self._keys.new_data_key()
         digest = context_digest(user_id, turn_id, step_num, executor_name, kind)
         content_aad = chunk_aad(context, digest)
-        pieces = binary_pieces(observation) if kind == "binary" else text_pieces(json_text or observation)
+        chunks = content_chunks(json_text or observation, text=kind != "binary")
         summary = SummaryBuilder(kind, observation if kind == "json" else None)
 
         with self._store.transaction() as tx:
@@ -157,7 +155,7 @@ class Vault(KeyLifecycle):
             seq = self._store.next_seq(tx)
             chunk_units: list[int] = []
             size_bytes = 0
-            for index_in_row, chunk in enumerate(chunked(pieces, text=kind != "binary")):
+            for index_in_row, chunk in enumerate(chunks):
                 sealed = data_key.seal_chunk(index_in_row, chunk.last, chunk.data, content_aad)
                 self._store.insert_chunk(tx, seq, index_in_row, sealed)
                 summary.feed(chunk)
@@ -244,16 +242,17 @@ class Vault(KeyLifecycle):
         with self._integrity_guard(id), self._store.snapshot():
             header, data_key, metadata, context = self._open_row(principal, id, turn_id)
             last = len(metadata.chunk_units) - 1
-            raw = self._content(header, data_key, metadata, context, _digest(metadata), 0, last)
+            pieces = self._plaintexts(header, data_key, metadata, context, _digest(metadata), 0, last)
+            if metadata.content_kind == "binary":
+                content: Any = b"".join([bytes(piece) for piece in pieces])
+            else:  # chunks are cut on character boundaries, so each decodes alone
+                content = "".join([str(piece, "utf-8", "replace") for piece in pieces])
             record = self._summary(principal.user_id, header, data_key, context, self._store.read_summary(header.seq))
             if (record.step_num, record.executor_name, record.content_kind, record.size_units) != (
                     metadata.step_num, metadata.executor_name, metadata.content_kind, metadata.size_units):
                 raise IntegrityError("a row's summary does not match its metadata")
-            if metadata.content_kind == "binary":
-                content: Any = bytes(raw)
-            else:
-                text = raw.decode("utf-8", "replace")
-                content = json.loads(text) if metadata.content_kind == "json" else text
+            if metadata.content_kind == "json":
+                content = json.loads(content)
             self._count("reads")
             return Record(
                 id=header.row_id.hex(), owner=Principal(metadata.user_id, metadata.actor, metadata.channel),
@@ -413,23 +412,36 @@ class Vault(KeyLifecycle):
 
     def _content(self, header: RowHeader, data_key: DataKey, metadata: Metadata, context: RowContext,
                  digest: bytes, first: int, last: int) -> bytearray:
-        """Open chunks first..last; a missing, extra or altered chunk is an IntegrityError."""
+        """Chunks first..last opened into one buffer (a slice's few chunks)."""
+        plain = bytearray()
+        for piece in self._plaintexts(header, data_key, metadata, context, digest, first, last):
+            plain += piece
+        return plain
+
+    def _plaintexts(self, header: RowHeader, data_key: DataKey, metadata: Metadata, context: RowContext,
+                    digest: bytes, first: int, last: int) -> Iterator[memoryview]:
+        """Open chunks first..last in order, each into one reused buffer: a view is valid only until the next
+        is asked for (decode or copy it first). A missing, extra or altered chunk is an IntegrityError.
+        Chunks are fetched and opened one at a time, so a full read holds neither every sealed chunk nor an
+        intermediate plaintext copy of the whole row beside the result."""
         aad = chunk_aad(context, digest)
         final = len(metadata.chunk_units) - 1
-        sealed = self._store.read_chunks(header.seq, first, last)
-        if [index for index, _ in sealed] != list(range(first, last + 1)):
+        binary = metadata.content_kind == "binary"
+        buffer = memoryview(bytearray(CHUNK_BYTES))
+        expected = first
+        with closing(self._store.read_chunks(header.seq, first, last)) as sealed:
+            for index, blob in sealed:
+                if index != expected:
+                    raise IntegrityError("a content chunk is missing")
+                size = len(blob) - TAG_SIZE
+                if not 0 <= size <= CHUNK_BYTES or (binary and size != metadata.chunk_units[index]):
+                    raise IntegrityError("a content chunk has the wrong size")
+                out = buffer[:size]
+                data_key.open_chunk_into(index, index == final, blob, aad, out)
+                yield out
+                expected += 1
+        if expected != last + 1:
             raise IntegrityError("a content chunk is missing")
-        if any(not TAG_SIZE <= len(blob) <= CHUNK_BYTES + TAG_SIZE for _, blob in sealed):
-            raise IntegrityError("a content chunk has the wrong size")  # checked before sizing the buffer
-        plain = bytearray(sum(len(blob) - TAG_SIZE for _, blob in sealed))
-        view, offset = memoryview(plain), 0
-        for index, blob in sealed:
-            size = len(blob) - TAG_SIZE
-            if metadata.content_kind == "binary" and size != metadata.chunk_units[index]:
-                raise IntegrityError("a content chunk has the wrong size")
-            data_key.open_chunk_into(index, index == final, blob, aad, view[offset:offset + size])
-            offset += size
-        return plain
 
     def _summary(self, user_id: str, header: RowHeader, data_key: DataKey, context: RowContext,
                  sealed: bytes | None) -> SummaryRecord:

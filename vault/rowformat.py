@@ -22,6 +22,7 @@ from keys.envelope import MAX_CHUNKS
 from keys.errors import IntegrityError, InvalidArgument
 
 CHUNK_BYTES = 64 * 1024
+_ASCII_BLOCK = 16 * CHUNK_BYTES  # ASCII text is encoded this much at a time (a multiple of CHUNK_BYTES)
 # made once: json.dumps with non-default options builds a new encoder on every call
 _COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
 _TEXT_JSON = json.JSONEncoder(ensure_ascii=False)
@@ -322,6 +323,27 @@ def _read(stream: Any, size: int) -> Any:
         return stream.read(size)
     except Exception as error:  # a caller's stream may raise anything; it must not escape as itself
         raise InvalidArgument(f"reading the observation stream failed ({type(error).__name__})") from None
+
+
+def content_chunks(source: object, text: bool) -> Iterator[Chunk]:
+    """The chunks of an observation: text (a str or a text stream) or binary (bytes-like or a binary stream)."""
+    if text and isinstance(source, str) and source.isascii():  # isascii() of a str is O(1)
+        return _ascii_chunks(source)
+    return chunked(text_pieces(source) if text else binary_pieces(source), text)
+
+
+def _ascii_chunks(text: str) -> Iterator[Chunk]:
+    """The chunks :func:`chunked` cuts from ASCII text (one byte per character, so every cut is a character
+    boundary and a chunk's units are its length), made without decoding each chunk to count its characters and
+    without encoding the whole text at once: it is encoded ``_ASCII_BLOCK`` bytes at a time, so a large put
+    neither doubles its memory nor pays the page faults of a fresh buffer its size."""
+    if -(-len(text) // CHUNK_BYTES) > MAX_CHUNKS:
+        raise InvalidArgument(f"observation is larger than {MAX_CHUNKS} chunks of {CHUNK_BYTES} bytes")
+    for start in range(0, len(text) or 1, _ASCII_BLOCK):
+        block = memoryview(text[start:start + _ASCII_BLOCK].encode("ascii"))
+        for offset in range(0, len(block) or 1, CHUNK_BYTES):
+            data = block[offset:offset + CHUNK_BYTES]
+            yield Chunk(data, len(data), last=start + offset + CHUNK_BYTES >= len(text))
 
 
 def chunked(pieces: Iterable[bytes | memoryview], text: bool) -> Iterator[Chunk]:

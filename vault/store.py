@@ -295,13 +295,18 @@ class SqliteStore:
         found = self._query("SELECT sealed FROM summaries WHERE seq = ?", (seq,))
         return _blob(found[0][0]) if found else None
 
-    def read_chunks(self, seq: int, first: int, last: int) -> list[tuple[int, bytes]]:
-        """Sealed chunks ``first..last`` (inclusive) of row ``seq``, as (index, sealed), in order."""
+    def read_chunks(self, seq: int, first: int, last: int) -> Iterator[tuple[int, bytes]]:
+        """Sealed chunks ``first..last`` (inclusive) of row ``seq``, as (index, sealed), in order, one at a time
+        as the cursor steps: a full read of a large row never holds all of its sealed chunks at once (with the
+        plaintext beside them, that doubled a read's memory, and fresh memory costs page faults). Iterate it
+        inside :meth:`snapshot`, to its end or closing it."""
         base = seq << CHUNK_SHIFT
-        found = self._query(
-            "SELECT pos, sealed FROM chunks WHERE pos BETWEEN ? AND ? ORDER BY pos", (base + first, base + last)
-        )
-        return [(pos - base, _blob(sealed)) for pos, sealed in found]
+        with self._using() as connection, translate_errors():
+            cursor = connection.execute(
+                "SELECT pos, sealed FROM chunks WHERE pos BETWEEN ? AND ? ORDER BY pos", (base + first, base + last)
+            )
+            for pos, sealed in cursor:
+                yield pos - base, _blob(sealed)
 
     @staticmethod
     def update_expiry(connection: sqlite3.Connection, seq: int, expires_at: float, metadata: bytes,
