@@ -42,14 +42,36 @@ class Row:
         return None if self.baseline_ms is None else self.vault_ms / self.baseline_ms
 
 
-def median_ms(operation: Callable[[], object], runs: int) -> float:
-    """Median wall time of ``runs`` calls, in milliseconds."""
-    samples = []
+def median_ms(operation: Callable[[], object], runs: int, settle: bool = False) -> float:
+    """Median wall time of ``runs`` calls, in milliseconds (see ``timed_ms`` for ``settle``)."""
+    return statistics.median([timed_ms(operation, settle) for _ in range(runs)])
+
+
+def timed_ms(operation: Callable[[], object], settle: bool = False) -> float:
+    """Wall time of one call, in milliseconds. With ``settle`` (writes), ``os.sync()`` first, untimed, so that a
+    call is not charged for writeback still pending from the one before, its own store's or the other's. Reads
+    are not settled each time: a sync just before a 0.1 ms read makes it pay for a cold CPU instead."""
+    if settle:
+        os.sync()
+    started = time.perf_counter()
+    operation()
+    return (time.perf_counter() - started) * 1000
+
+
+def paired_medians_ms(first: Callable[[], object], second: Callable[[], object], runs: int,
+                      settle: bool = False) -> tuple[float, float]:
+    """Medians of ``runs`` calls of each. Writes (``settle``) are interleaved (first, second, first, ...), each
+    after an ``os.sync()``, so both meet the same disk state. Reads run all of one, then all of the other, after
+    one sync: interleaved, each fast read would follow the other store's whole-row read and pay for its evicted
+    caches."""
+    os.sync()  # whatever an earlier case left to write back is written before this one starts
+    if not settle:
+        return median_ms(first, runs), median_ms(second, runs)
+    samples: tuple[list[float], list[float]] = ([], [])
     for _ in range(runs):
-        started = time.perf_counter()
-        operation()
-        samples.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples)
+        samples[0].append(timed_ms(first, settle=True))
+        samples[1].append(timed_ms(second, settle=True))
+    return statistics.median(samples[0]), statistics.median(samples[1])
 
 
 def text_of(size: int) -> str:
@@ -70,10 +92,13 @@ class Bench:
         self.memory: list[tuple[str, float, float, float]] = []
 
     def add(self, case: str, vault_op: Callable[[], object], plain_op: Callable[[], object] | None,
-            target: float | None, runs: int | None = None) -> Row:
+            target: float | None, runs: int | None = None, settle: bool = False) -> Row:
         runs = runs or self.runs
-        plain_ms = median_ms(plain_op, runs) if plain_op else None
-        row = Row(case, plain_ms, median_ms(vault_op, runs), target)
+        if plain_op is None:
+            row = Row(case, None, median_ms(vault_op, runs, settle), target)
+        else:
+            plain_ms, vault_ms = paired_medians_ms(plain_op, vault_op, runs, settle)
+            row = Row(case, plain_ms, vault_ms, target)
         self.rows.append(row)
         return row
 
@@ -83,10 +108,11 @@ class Bench:
             text = text_of(size)
             runs = self.runs if size <= MIB else 3
             self.add(f"put {_size(size)} text", lambda t=text: self.vault.put(OWNER, "puts", 0, "x", t),
-                     lambda t=text: self.plain.put("puts", 0, "x", t), target, runs=max(runs, 15 if size < MIB else 0))
+                     lambda t=text: self.plain.put("puts", 0, "x", t), target, runs=max(runs, 15 if size < MIB else 0),
+                     settle=True)
         blob = os.urandom(16 * MIB)
         self.add("put 16 MiB binary", lambda: self.vault.put(OWNER, "puts", 0, "x", blob),
-                 lambda: self.plain.put("puts", 0, "x", blob), None, runs=3)
+                 lambda: self.plain.put("puts", 0, "x", blob), None, runs=3, settle=True)
 
     def slices(self) -> None:
         sizes = [64 * KIB, 1 * MIB, (16 if self.quick else 64) * MIB]
@@ -141,8 +167,8 @@ class Bench:
                 self.vault.put(OWNER, "gc", step, "tool", text, ttl_seconds=1)
                 self.plain.put("gc", step, "tool", text, ttl=1, now=past)
             later = time.time() + 5
-            vault_ms.append(median_ms(lambda t=later: self.vault.gc(t), 1))
-            plain_ms.append(median_ms(lambda t=later: self.plain.gc(t), 1))
+            vault_ms.append(timed_ms(lambda t=later: self.vault.gc(t), settle=True))
+            plain_ms.append(timed_ms(lambda t=later: self.plain.gc(t), settle=True))
         self.rows.append(Row(f"gc, {count:,} expired rows", statistics.median(plain_ms),
                              statistics.median(vault_ms), 2.0))
 
