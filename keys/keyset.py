@@ -90,7 +90,7 @@ class OwnerKeyset:
             raw = self._keys.get(version)
             if raw is None:
                 raise IntegrityError("row refers to a key version this owner's keyset does not hold")
-            found = derive(raw, vault_id, turn_tag)
+            found = derive(raw, vault_id, version, turn_tag)
             if len(self._turn_keys) >= TURN_KEY_CACHE_SIZE:
                 self._turn_keys.clear()  # bounded; a derivation is one HMAC
             self._turn_keys[key] = found

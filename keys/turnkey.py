@@ -1,7 +1,7 @@
 """The summary key of one owner's turn: listing a turn opens its summaries without unwrapping a key per row.
 
-``summary key = HKDF-Expand(owner key version v, "scratchvault/turn-summary-key/v2" | vault_id | turn tag, 32)``
-(one HMAC-SHA256 block; the owner key is uniformly random, so it serves as the PRK directly). A sealed
+``summary key = HKDF-Expand(owner key version v, "scratchvault/turn-summary-key/v2" | vault_id | v | turn tag,
+32)`` (one HMAC-SHA256 block; the owner key is uniformly random, so it serves as the PRK directly). A sealed
 summary is ``0x04 || nonce (96 random bits) || AES-256-GCM(summary key, record, summary_aad_v2) || tag``.
 threat_model.md ("Cryptography") gives the reasons and the nonce budget.
 """
@@ -19,11 +19,12 @@ _INFO = b"scratchvault/turn-summary-key/v2"
 _PREFIX = bytes([SUMMARY_V2])
 
 
-def derive(owner_key: bytes, vault_id: bytes, turn_tag: bytes) -> TurnKey:
-    """The summary key of ``turn_tag`` under one owner key version (called by OwnerKeyset only)."""
+def derive(owner_key: bytes, vault_id: bytes, version: int, turn_tag: bytes) -> TurnKey:
+    """The summary key of ``turn_tag`` under owner key ``version`` (called by OwnerKeyset only). The version is
+    in the info too, so two versions give two keys even if a keyring handed back one key under both."""
     if len(owner_key) != KEY_SIZE:
         raise IntegrityError("owner key has the wrong length")
-    info = encode_fields(_INFO, vault_id, turn_tag) + b"\x01"
+    info = encode_fields(_INFO, vault_id, version.to_bytes(4, "big"), turn_tag) + b"\x01"
     return TurnKey(hmac.new(owner_key, info, hashlib.sha256).digest())
 
 
@@ -56,7 +57,3 @@ class TurnKey:
     def __reduce__(self) -> object:
         raise TypeError("key material cannot be pickled")
 
-
-def is_v2_summary(blob: bytes) -> bool:
-    """Whether a stored summary is of format 2 (else it is a format 1 record under the row's DEK)."""
-    return blob[:1] == _PREFIX

@@ -7,6 +7,7 @@ derive two different "next" versions, and a put never wraps a data key under a v
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from keys.envelope import SUMMARY_V2, RowContext, summary_aad_v2, wrap_aad
@@ -27,6 +28,7 @@ class KeyLifecycle(Audited):
 
     _keys: KeyManager
     _store: SqliteStore
+    _integrity_guard: Callable[[object], AbstractContextManager[None]]
 
     @audited("rotate")
     def rotate_owner_key(self, user_id: str) -> int:
@@ -65,12 +67,20 @@ class KeyLifecycle(Audited):
                                          "rows for them; restore the keyring from backup")
                 rows = self._store.rows_to_rewrap(tx, owner_tag, keyset.primary, batch)
                 for header, sealed in rows:
-                    context = RowContext(self._keys.vault_id, header.row_id)
-                    data_key = keyset.unwrap(header.key_version, header.wrapped_key,
-                                             wrap_aad(context, user_id, header.key_version))
-                    wrapped = keyset.wrap(data_key, wrap_aad(context, user_id, keyset.primary))
-                    self._store.update_wrapped_key(tx, header.seq, keyset.primary, wrapped,
-                                                   _reseal_summary(keyset, context, header, sealed))
+                    row = header.row_id.hex()
+                    with self._integrity_guard(row):  # counted and logged with the row id
+                        try:
+                            context = RowContext(self._keys.vault_id, header.row_id)
+                            data_key = keyset.unwrap(header.key_version, header.wrapped_key,
+                                                     wrap_aad(context, user_id, header.key_version))
+                            wrapped = keyset.wrap(data_key, wrap_aad(context, user_id, keyset.primary))
+                            resealed = _reseal_summary(keyset, context, header, sealed)
+                        except IntegrityError:
+                            raise IntegrityError(
+                                f"row {row} fails authentication (its wrapped key or summary was altered), so "
+                                "rewrap stopped and rolled back its current batch; delete that row (it cannot be "
+                                "read) or restore the database from backup, then run rewrap again") from None
+                    self._store.update_wrapped_key(tx, header.seq, keyset.primary, wrapped, resealed)
             done += len(rows)
             if progress is not None:
                 progress(done)

@@ -125,7 +125,15 @@ class Metadata:
         if fields.pop("format") != 1:
             raise ValueError("format")
         fields["chunk_units"] = _expand(fields["chunk_units"])
-        return cls(**fields)
+        metadata = cls(**fields)
+        # the types format 2 enforces by construction; JSON enforces none of them
+        if not (all(type(name) is str for name in (metadata.user_id, metadata.turn_id, metadata.executor_name))
+                and all(name is None or type(name) is str for name in (metadata.actor, metadata.channel))
+                and _is_count(metadata.step_num) and _is_count(metadata.size_bytes)
+                and _is_count(metadata.size_units) and type(metadata.created_at) is float
+                and type(metadata.expires_at) is float):
+            raise ValueError("types")
+        return metadata
 
 
 @dataclass(slots=True)  # not frozen: made per row or chunk, and a frozen __init__ is slow
@@ -182,9 +190,19 @@ class SummaryRecord:
             fields = json.loads(raw)
             if fields.pop("format") != 1:
                 raise ValueError("format")
-            return cls(**fields)
-        except (ValueError, TypeError, KeyError, AttributeError):
+            record = cls(**fields)
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
             raise IntegrityError("row summary is not in a known format") from None
+        # the types format 2 enforces by construction; JSON enforces none of them
+        if not (_is_count(record.step_num) and _is_count(record.size_units) and type(record.created_at) is float
+                and record.content_kind in KINDS and type(record.executor_name) is str
+                and type(record.summary) is str and type(record.retained) is dict):
+            raise IntegrityError("row summary is not in a known format")
+        return record
+
+
+def _is_count(value: object) -> bool:
+    return type(value) is int and 0 <= value < 2**64
 
 
 def _runs(units: tuple[int, ...]) -> list[list[int]]:

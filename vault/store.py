@@ -537,6 +537,9 @@ class _TranslateErrors:
             raise IntegrityError("a stored value is out of range") from None
         if isinstance(error, sqlite3.Error):
             message = str(error)
+            # a writer stored non-UTF-8 text where the vault reads text; SQLite's message quotes it: not ours
+            if message.startswith("Could not decode to UTF-8"):
+                raise IntegrityError("a stored column holds text that is not UTF-8") from None
             if isinstance(error, sqlite3.DatabaseError) and any(word in message for word in _CORRUPT):
                 raise IntegrityError("the database file is corrupt (SQLite: " + message + ")") from None
             if "closed" in message:
