@@ -60,6 +60,7 @@ from vault.rowformat import (
     classify,
     content_chunks,
     encode_json,
+    summary_fields,
 )
 from vault.slices import chunk_span, plan
 from vault.store import RowHeader, SqliteStore
@@ -182,7 +183,8 @@ class Vault(KeyLifecycle):
                 summary_aad_v2(context, owner_tag, turn_tag, expires_at, size_bytes, keyset.primary))
             self._store.insert_row(tx, header, sealed_summary)
         self._count("puts")
-        return _representation(row_id, size_bytes, expires_at, record)
+        return _representation(row_id, size_bytes, expires_at, step_num, executor_name, kind, size_units,
+                               created_at, summary_text, retained)
 
     @audited("delete")
     def delete(self, principal: Principal, id: str) -> None:
@@ -312,13 +314,15 @@ class Vault(KeyLifecycle):
                     except IntegrityError:  # the cached keyset may be stale: reload once for the whole listing
                         turn_key = turn_keys[version] = self._fresh_turn_key(user_id, version, turn_tag)
                         plain = turn_key.open_summary(sealed, aad)
-                    record = SummaryRecord.decode(plain)
+                    fields = summary_fields(plain)
                 else:  # format 1: under the row's DEK
                     context = RowContext(vault_id, row_id)
                     data_key = self._unwrap(user_id, version, self._store.wrapped_key(seq), context)
                     record = SummaryRecord.decode_v1(data_key.open_summary(
                         sealed, summary_aad(context, owner_tag, turn_tag, expires_at, size_bytes)))
-                found.append(_representation(row_id, size_bytes, expires_at, record))
+                    fields = (record.step_num, record.executor_name, record.content_kind, record.size_units,
+                              record.created_at, record.summary, record.retained)
+                found.append(_representation(row_id, size_bytes, expires_at, *fields))
             found.sort(key=_LISTING_ORDER)
             return found
 
@@ -542,10 +546,14 @@ def _digest(metadata: Metadata) -> bytes:
                           metadata.content_kind)
 
 
-def _representation(row_id: bytes, size_bytes: int, expires_at: float, record: SummaryRecord) -> Representation:
+def _representation(row_id: bytes, size_bytes: int, expires_at: float, step_num: int, executor_name: str,
+                    content_kind: str, size_units: int, created_at: float, summary: str,
+                    retained: dict[str, Any]) -> Representation:
+    """What the model sees of a row: the clear columns it needs and its summary record's fields (in
+    SummaryRecord's order), with the hint that tells it how to read more."""
     row = row_id.hex()
-    unit = "bytes" if record.content_kind == "binary" else "chars"
+    unit = "bytes" if content_kind == "binary" else "chars"
     hint = (f'Call scratchpad_read with {{"id": "{row}", "mode": "head", "n": 2000}} (or "tail", or "range" '
-            f'with start/end) to read a slice; the full content is {record.size_units:,} {unit}.')
-    return new_representation(row, record.content_kind, size_bytes, record.summary, hint, record.step_num,
-                              record.executor_name, record.created_at, expires_at, record.retained)
+            f'with start/end) to read a slice; the full content is {size_units:,} {unit}.')
+    return new_representation(row, content_kind, size_bytes, summary, hint, step_num, executor_name, created_at,
+                              expires_at, retained)

@@ -165,23 +165,7 @@ class SummaryRecord:
     @classmethod
     def decode(cls, raw: bytes) -> SummaryRecord:
         """Parse an authenticated format 2 record; a shape we did not write is an IntegrityError."""
-        try:
-            version, step, units, created, kind, n_exec, n_summary, n_retained = _SUMMARY_HEADER.unpack_from(raw)
-            start = _SUMMARY_HEADER.size
-            middle = start + n_exec
-            end = middle + n_summary
-            if version != 2 or end + n_retained != len(raw):
-                raise ValueError("shape")
-            retained: Any = {}
-            if n_retained:
-                text = raw[end:].decode()
-                retained, stop = _SCAN_JSON(text, 0)  # the C scanner without json.loads' wrapping: one per row
-                if stop != len(text) or type(retained) is not dict:
-                    raise ValueError("retained")
-            return cls(step, raw[start:middle].decode(), KINDS[kind], units, created, raw[middle:end].decode(),
-                       retained)
-        except (ValueError, IndexError, struct.error, RecursionError, StopIteration):
-            raise IntegrityError("row summary is not in a known format") from None
+        return cls(*summary_fields(raw))
 
     @classmethod
     def decode_v1(cls, raw: bytes) -> SummaryRecord:
@@ -199,6 +183,27 @@ class SummaryRecord:
                 and type(record.summary) is str and type(record.retained) is dict):
             raise IntegrityError("row summary is not in a known format")
         return record
+
+
+def summary_fields(raw: bytes) -> tuple[int, str, str, int, float, str, dict[str, Any]]:
+    """The fields of a format 2 summary record, in SummaryRecord's order (a listing takes them without making
+    the record); a shape we did not write is an IntegrityError."""
+    try:
+        version, step, units, created, kind, n_exec, n_summary, n_retained = _SUMMARY_HEADER.unpack_from(raw)
+        start = _SUMMARY_HEADER.size
+        middle = start + n_exec
+        end = middle + n_summary
+        if version != 2 or end + n_retained != len(raw):
+            raise ValueError("shape")
+        retained: Any = {}
+        if n_retained:
+            text = raw[end:].decode()
+            retained, stop = _SCAN_JSON(text, 0)  # the C scanner without json.loads' wrapping: one per row
+            if stop != len(text) or type(retained) is not dict:
+                raise ValueError("retained")
+        return step, raw[start:middle].decode(), KINDS[kind], units, created, raw[middle:end].decode(), retained
+    except (ValueError, IndexError, struct.error, RecursionError, StopIteration):
+        raise IntegrityError("row summary is not in a known format") from None
 
 
 def _is_count(value: object) -> bool:
