@@ -98,8 +98,8 @@ class OwnerKeyset:
 
     def check_value(self, version: int, vault_id: bytes) -> bytes:
         """A commitment to one key version, stored in the database to detect a keyring that swapped keys.
-        It is an HMAC under a key derived from the version's key (HKDF-Expand, one block), so the wrapping
-        key itself is only ever used with AES-GCM."""
+        It is an HMAC under a key derived from the version's key (HKDF-Expand, one block), so no value keyed
+        by the wrapping key itself is stored (threat_model.md, "Key hierarchy", names the key's two uses)."""
         value = self._checks.get((version, vault_id))
         if value is None:
             check_key = hmac.new(self._keys[version], b"scratchvault/key-check-key/v1\x01", hashlib.sha256).digest()

@@ -147,16 +147,26 @@ def test_multi_chunk_ascii_text_and_json_round_trip(vault, alice):
     assert put_get(vault, alice, value)[1].content == value
 
 
-def test_a_full_read_that_fails_midway_leaves_nothing_open(vault, alice, db_path):
-    """Chunks are read through a cursor one at a time: a tampered middle chunk stops the read with an
-    IntegrityError and the cursor and the connection's busy mark go with it (the vault still reads and closes)."""
+@pytest.mark.parametrize("damage", [
+    "sealed = zeroblob(length(sealed))",  # fails its tag
+    "sealed = CAST(x'fffe' AS TEXT)",  # not bytes at all: fails in the store, before any decryption
+])
+def test_a_full_read_that_fails_midway_leaves_nothing_open(vault, alice, db_path, keyring_backend, clock, damage):
+    """Chunks are read through a cursor one at a time: a damaged middle chunk stops the read with an
+    IntegrityError, and the cursor, its read snapshot and the connection's busy mark go with it, even while the
+    caller still holds the exception: rows another connection commits are seen, and a checkpoint completes."""
     rep = vault.put(alice, "t", 1, "tool", "x" * (3 * K64))
     with sqlite3.connect(db_path) as db:
-        db.execute("UPDATE chunks SET sealed = zeroblob(length(sealed)) WHERE pos = (SELECT max(pos) - 1 FROM chunks)")
-    with pytest.raises(IntegrityError):
+        db.execute(f"UPDATE chunks SET {damage} WHERE pos = (SELECT max(pos) - 1 FROM chunks)")
+    with pytest.raises(IntegrityError) as raised:
         vault.get(alice, rep.id)
-    assert not vault._store._busy
-    assert vault.get(alice, vault.put(alice, "t", 2, "tool", "after").id).content == "after"
+    assert raised.value is not None and not vault._store._busy  # the exception (and its traceback) still held
+    with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as other:
+        written = other.put(alice, "t", 2, "tool", "from another connection").id
+    assert vault.get(alice, written).content == "from another connection"
+    assert vault.get(alice, vault.put(alice, "t", 3, "tool", "after").id).content == "after"
+    busy = vault._store._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+    assert busy == 0
 
 
 class FailingStream:

@@ -34,7 +34,7 @@ def test_rewrap_stopped_by_a_damaged_summary_names_the_row_and_finishes_once_it_
     failures = vault.stats()["counters"]["integrity_failures"]
     with caplog.at_level(logging.WARNING, logger="scratchvault"), pytest.raises(IntegrityError) as raised:
         vault.rewrap("alice")
-    assert damaged in str(raised.value) and "delete that row" in str(raised.value)
+    assert damaged in str(raised.value) and "its owner can delete it" in str(raised.value)
     assert damaged in caplog.text
     assert vault.stats()["counters"]["integrity_failures"] == failures + 1
     assert sql(db_path, "SELECT DISTINCT key_version FROM rows") == [(1,)]  # the batch rolled back
@@ -44,6 +44,28 @@ def test_rewrap_stopped_by_a_damaged_summary_names_the_row_and_finishes_once_it_
     assert vault.rewrap("alice") == 4
     assert vault.retire_old_key_versions("alice") == 1
     assert [rep.id for rep in vault.list_for_turn(ALICE, "t")] == [r for r in rows if r != damaged]
+
+
+def test_rewrap_stopped_by_a_damaged_wrapped_key_finishes_once_the_row_expires_and_is_collected(vault, db_path,
+                                                                                                 clock):
+    """A row whose wrapped key was altered cannot be opened, not even to delete it: rewrap names it, and the
+    way out without a backup is its expiry and gc (as README and threat_model.md say)."""
+    keep = [vault.put(ALICE, "t", n, "x", f"row {n}", ttl_seconds=7200).id for n in range(3)]
+    damaged = vault.put(ALICE, "t", 9, "x", "short-lived", ttl_seconds=60).id
+    wrapped = bytearray(sql(db_path, "SELECT wrapped_key FROM rows WHERE id = ?", bytes.fromhex(damaged))[0][0])
+    wrapped[-1] ^= 0x01
+    sql(db_path, "UPDATE rows SET wrapped_key = ? WHERE id = ?", bytes(wrapped), bytes.fromhex(damaged))
+    vault.rotate_owner_key("alice")
+    with pytest.raises(IntegrityError) as raised:
+        vault.rewrap("alice")
+    assert damaged in str(raised.value) and "gc removes it once it expires" in str(raised.value)
+    with pytest.raises(IntegrityError):
+        vault.delete(ALICE, damaged)
+    assert sql(db_path, "SELECT count(*) FROM rows") == [(4,)]
+    clock.advance(61)
+    assert vault.gc() == 1
+    assert vault.rewrap("alice") == 3 and vault.retire_old_key_versions("alice") == 1
+    assert [rep.id for rep in vault.list_for_turn(ALICE, "t")] == keep
 
 
 READERS = {  # which calls read which column

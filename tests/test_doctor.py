@@ -44,4 +44,4 @@ def test_doctor_fails_on_a_missing_database(db_path):
 def test_doctor_passes_a_private_database_with_the_secret_service(real_keyring, filled):
     result = doctor(filled)
     assert result.returncode == 0, result.stdout
-    assert "SecretService" in result.stdout and "schema version 1" in result.stdout and "rows 1 " in result.stdout
+    assert "SecretService" in result.stdout and "schema version 2" in result.stdout and "rows 1 " in result.stdout

@@ -426,8 +426,9 @@ class Vault(KeyLifecycle):
                     digest: bytes, first: int, last: int) -> Iterator[memoryview]:
         """Open chunks first..last in order, each into one reused buffer: a view is valid only until the next
         is asked for (decode or copy it first). A missing, extra or altered chunk is an IntegrityError.
-        Chunks are fetched and opened one at a time, so a full read holds neither every sealed chunk nor an
-        intermediate plaintext copy of the whole row beside the result."""
+        Chunks are fetched and opened one at a time, so a full read never holds every sealed chunk, nor a
+        plaintext buffer of the whole row: at its peak, the decoded pieces and the result joined from them
+        (about twice the row, where the old path held three row-sized buffers)."""
         aad = chunk_aad(context, digest)
         final = len(metadata.chunk_units) - 1
         binary = metadata.content_kind == "binary"

@@ -38,11 +38,12 @@ def diagnose(path: Path | None) -> tuple[list[str], bool]:
     except VaultError as error:
         return [*lines, f"FAIL  database: {error}"], False
     version = facts["schema_version"]
-    if version != SCHEMA_VERSION:
+    if version > SCHEMA_VERSION:
         safe = False
-        lines.append(f"FAIL  schema version {version}, this scratchvault reads {SCHEMA_VERSION}")
+        lines.append(f"FAIL  schema version {version}, this scratchvault reads up to {SCHEMA_VERSION}")
         return lines, safe
-    lines.append(f"ok    schema version {version}, vault id {facts['vault_id']}")
+    later = "" if version == SCHEMA_VERSION else f" (raised to {SCHEMA_VERSION} when this scratchvault next opens it)"
+    lines.append(f"ok    schema version {version}{later}, vault id {facts['vault_id']}")
     lines.append(f"      rows {facts['rows']:,} ({facts['bytes']:,} bytes), expired awaiting gc "
                  f"{facts['expired_rows']:,}, owners {facts['owners']:,}, rows by key version "
                  f"{facts['rows_by_key_version']}")

@@ -78,8 +78,10 @@ class KeyLifecycle(Audited):
                         except IntegrityError:
                             raise IntegrityError(
                                 f"row {row} fails authentication (its wrapped key or summary was altered), so "
-                                "rewrap stopped and rolled back its current batch; delete that row (it cannot be "
-                                "read) or restore the database from backup, then run rewrap again") from None
+                                "rewrap stopped and rolled back its current batch. Restore the database from "
+                                "backup, or remove the row: its owner can delete it while its wrapped key and "
+                                "metadata are intact, else gc removes it once it expires. Then run rewrap again"
+                            ) from None
                     self._store.update_wrapped_key(tx, header.seq, keyset.primary, wrapped, resealed)
             done += len(rows)
             if progress is not None:

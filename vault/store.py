@@ -24,7 +24,9 @@ from keys.envelope import MAX_CHUNKS
 from keys.errors import IntegrityError, StorageError
 from vault import paths
 
-SCHEMA_VERSION = 1
+# 2: row format 2 (binary metadata; summaries under turn keys). Raised on open, so a scratchvault that knows only
+# version 1 (which would rewrap format 2 summaries without re-sealing them) refuses the file from then on.
+SCHEMA_VERSION = 2
 MAX_SEQ = 1 << (63 - 20)  # chunk keys seq << 20 | index must fit SQLite's signed 64-bit integers
 MAX_KEY_VERSION = 2**31 - 1
 CHUNK_SHIFT = MAX_CHUNKS.bit_length() - 1  # 20: chunk key = seq << 20 | index
@@ -305,8 +307,11 @@ class SqliteStore:
             cursor = connection.execute(
                 "SELECT pos, sealed FROM chunks WHERE pos BETWEEN ? AND ? ORDER BY pos", (base + first, base + last)
             )
-            for pos, sealed in cursor:
-                yield pos - base, _blob(sealed)
+            try:
+                for pos, sealed in cursor:
+                    yield pos - base, _blob(sealed)
+            finally:  # whatever ends the read: a statement left active would hold its snapshot past COMMIT
+                cursor.close()
 
     @staticmethod
     def update_expiry(connection: sqlite3.Connection, seq: int, expires_at: float, metadata: bytes,
