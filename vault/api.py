@@ -305,21 +305,15 @@ class Vault(KeyLifecycle):
             for seq, row_id, version, expires_at, size_bytes, sealed in self._store.list_turn_summaries(
                     owner_tag, turn_tag, self._now()):
                 if sealed[0] == SUMMARY_V2:  # one AES-GCM open per row, under the turn's key: no unwrap
-                    turn_key = turn_keys.get(version)
-                    if turn_key is None:
-                        turn_key = turn_keys[version] = self._turn_key(user_id, version, turn_tag)
-                    aad = aad_of(row_id, expires_at, size_bytes, version)
-                    try:
-                        plain = turn_key.open_summary(sealed, aad)
-                    except IntegrityError:  # the cached keyset may be stale: reload once for the whole listing
-                        turn_key = turn_keys[version] = self._fresh_turn_key(user_id, version, turn_tag)
-                        plain = turn_key.open_summary(sealed, aad)
+                    # the key that opened it is kept for the turn's next rows (a reloaded one, if it was stale)
+                    plain, turn_keys[version] = self._open_v2_summary(
+                        user_id, version, turn_tag, sealed, aad_of(row_id, expires_at, size_bytes, version),
+                        turn_keys.get(version))
                     fields = summary_fields(plain)
                 else:  # format 1: under the row's DEK
                     context = RowContext(vault_id, row_id)
                     data_key = self._unwrap(user_id, version, self._store.wrapped_key(seq), context)
-                    record = SummaryRecord.decode_v1(data_key.open_summary(
-                        sealed, summary_aad(context, owner_tag, turn_tag, expires_at, size_bytes)))
+                    record = _open_v1_summary(data_key, context, owner_tag, turn_tag, expires_at, size_bytes, sealed)
                     fields = (record.step_num, record.executor_name, record.content_kind, record.size_units,
                               record.created_at, record.summary, record.retained)
                 found.append(_representation(row_id, size_bytes, expires_at, *fields))
@@ -395,13 +389,21 @@ class Vault(KeyLifecycle):
         """The summary key of one of the owner's turns under ``version`` (ownership already checked)."""
         return self._keyset_for_read(user_id, version).turn_key(version, self._keys.vault_id, turn_tag)
 
-    def _fresh_turn_key(self, user_id: str, version: int, turn_tag: bytes) -> TurnKey:
-        """For a format 2 summary that did not open with the cached keyset: like ``_unwrap``, the keyset is
-        reloaded (it may be stale), and only a summary that still fails is reported as tampering."""
-        fresh = self._keys.owner_keyset(user_id, refresh=True)
-        if fresh is None:
-            raise IntegrityError("ciphertext failed authentication")
-        return fresh.turn_key(version, self._keys.vault_id, turn_tag)
+    def _open_v2_summary(self, user_id: str, version: int, turn_tag: bytes, sealed: bytes, aad: bytes,
+                         turn_key: TurnKey | None = None) -> tuple[bytes, TurnKey]:
+        """Open a format 2 summary (ownership already checked) under ``turn_key`` or the cached keyset's; like
+        ``_unwrap``, a failure reloads the keyset once (it may be stale), and only a summary that still fails is
+        reported as tampering. Returns the plaintext and the key that opened it."""
+        if turn_key is None:
+            turn_key = self._turn_key(user_id, version, turn_tag)
+        try:
+            return turn_key.open_summary(sealed, aad), turn_key
+        except IntegrityError:
+            fresh = self._keys.owner_keyset(user_id, refresh=True)
+            if fresh is None:
+                raise
+            turn_key = fresh.turn_key(version, self._keys.vault_id, turn_tag)
+            return turn_key.open_summary(sealed, aad), turn_key
 
     def _unseal(self, user_id: str, header: RowHeader) -> tuple[DataKey, Metadata, RowContext]:
         """Unwrap the data key and open the metadata of a row whose ownership was already checked."""
@@ -457,13 +459,10 @@ class Vault(KeyLifecycle):
         if sealed[0] == SUMMARY_V2:
             aad = summary_aad_v2(context, header.owner_tag, header.turn_tag, header.expires_at, header.size_bytes,
                                  header.key_version)
-            try:
-                plain = self._turn_key(user_id, header.key_version, header.turn_tag).open_summary(sealed, aad)
-            except IntegrityError:
-                plain = self._fresh_turn_key(user_id, header.key_version, header.turn_tag).open_summary(sealed, aad)
-            return SummaryRecord.decode(plain)
-        aad = summary_aad(context, header.owner_tag, header.turn_tag, header.expires_at, header.size_bytes)
-        return SummaryRecord.decode_v1(data_key.open_summary(sealed, aad))
+            return SummaryRecord.decode(self._open_v2_summary(user_id, header.key_version, header.turn_tag, sealed,
+                                                              aad)[0])
+        return _open_v1_summary(data_key, context, header.owner_tag, header.turn_tag, header.expires_at,
+                                header.size_bytes, sealed)
 
     # -- owner keys ------------------------------------------------------------------------------------
     def _keyset_for_read(self, user_id: str, version: int) -> OwnerKeyset:
@@ -545,6 +544,13 @@ def _check_principal(principal: object) -> None:
 def _digest(metadata: Metadata) -> bytes:
     return context_digest(metadata.user_id, metadata.turn_id, metadata.step_num, metadata.executor_name,
                           metadata.content_kind)
+
+
+def _open_v1_summary(data_key: DataKey, context: RowContext, owner_tag: bytes, turn_tag: bytes, expires_at: float,
+                     size_bytes: int, sealed: bytes) -> SummaryRecord:
+    """Open a format 1 summary: JSON, under the row's DEK (rows written before format 2)."""
+    return SummaryRecord.decode_v1(data_key.open_summary(
+        sealed, summary_aad(context, owner_tag, turn_tag, expires_at, size_bytes)))
 
 
 def _representation(row_id: bytes, size_bytes: int, expires_at: float, step_num: int, executor_name: str,

@@ -263,8 +263,7 @@ class SqliteStore:
 
     def list_turn(self, owner_tag: bytes, turn_tag: bytes, now: float) -> list[tuple[RowHeader, bytes | None]]:
         """Unexpired rows of one owner's turn, each with its sealed summary (None if missing)."""
-        found = self._query(_SELECT_TURN, (owner_tag, turn_tag, now))
-        return [(_header(row[:-1]), None if row[-1] is None else _blob(row[-1])) for row in found]
+        return _with_summaries(self._query(_SELECT_TURN, (owner_tag, turn_tag, now)))
 
     def list_turn_summaries(self, owner_tag: bytes, turn_tag: bytes,
                             now: float) -> list[tuple[int, bytes, int, float, int, bytes]]:
@@ -424,8 +423,7 @@ class SqliteStore:
                        limit: int) -> list[tuple[RowHeader, bytes | None]]:
         """Up to ``limit`` rows of an owner whose data key is wrapped under another version than ``primary``,
         each with its sealed summary (None if missing)."""
-        found = connection.execute(_SELECT_OLD_VERSION, (owner_tag, primary, limit)).fetchall()
-        return [(_header(row[:-1]), None if row[-1] is None else _blob(row[-1])) for row in found]
+        return _with_summaries(connection.execute(_SELECT_OLD_VERSION, (owner_tag, primary, limit)).fetchall())
 
     @staticmethod
     def update_wrapped_key(connection: sqlite3.Connection, seq: int, version: int, wrapped_key: bytes,
@@ -517,6 +515,11 @@ def _header(row: tuple) -> RowHeader:
         raise IntegrityError("a stored row has columns of the wrong type")
     return RowHeader(seq, _blob(row_id), _blob(owner_tag), _blob(turn_tag), key_version, float(expires_at),
                      size_bytes, _blob(wrapped_key), _blob(metadata))
+
+
+def _with_summaries(found: list[tuple]) -> list[tuple[RowHeader, bytes | None]]:
+    """Rows selected with their summary as the last column: (header, sealed summary or None if missing)."""
+    return [(_header(row[:-1]), None if row[-1] is None else _blob(row[-1])) for row in found]
 
 
 def _blob(value: object) -> bytes:
