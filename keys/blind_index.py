@@ -1,29 +1,43 @@
-"""Blind indexes: the store finds an owner's or a turn's rows by HMAC tags, never by the names themselves."""
+"""Blind indexes: the store finds an owner's or a turn's rows by HMAC tags, never by the names themselves, and a
+row by its id, which encrypts the row's position (threat_model.md, "Row ids")."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 
-from keys.aead import KEY_SIZE, NONCE_SIZE, Aead, random_bytes
+from keys.aead import KEY_SIZE, NONCE_SIZE, Aead, BlockPermutation, random_bytes
 from keys.envelope import encode_fields
 from keys.errors import IntegrityError
 
 TAG_SIZE = 32
 TAG_CACHE_SIZE = 4096
 AUDIT_TAG_BYTES = 16  # 128 bits: no collisions among any realistic number of identifiers
+ROW_SEQ_BYTES = 8  # a row id is one AES block: the row's seq (8 bytes) and 8 random bytes
 
 
 class IndexKey:
     """The vault-wide HMAC-SHA256 key for owner and turn tags (held in the keyring, cached here)."""
 
-    __slots__ = ("_raw", "_tags")
+    __slots__ = ("_raw", "_row_ids", "_tags")
 
     def __init__(self, raw: bytes) -> None:
         if len(raw) != KEY_SIZE:
             raise IntegrityError("index key has the wrong length")
         self._raw = bytes(raw)
         self._tags: dict[tuple[str, bytes, str], bytes] = {}  # recent tags: every call computes two
+        # HKDF-Expand (RFC 5869) of the uniformly random index key, one block: a key only for row ids
+        self._row_ids = BlockPermutation(self._mac(b"scratchvault/row-id-key/v1\x01"))
+
+    def row_id(self, seq: int) -> bytes:
+        """A new id for the row stored at ``seq``: AES-256 of (seq, 64 random bits). Ids look random and say
+        nothing of the order rows were written in, yet lead to their row without an index on random ids."""
+        return self._row_ids.encrypt(seq.to_bytes(ROW_SEQ_BYTES, "big") + random_bytes(ROW_SEQ_BYTES))
+
+    def row_seq(self, row_id: bytes) -> int:
+        """The seq a row id was made for. Any 16 bytes decrypt to some seq, and a seq is reused once its row is
+        gone, so the caller must compare the whole stored id before it trusts the row."""
+        return int.from_bytes(self._row_ids.decrypt(row_id)[:ROW_SEQ_BYTES], "big")
 
     def owner_tag(self, user_id: str) -> bytes:
         """Tag of an owner: equal user ids (compared exactly, no normalisation) give equal tags."""

@@ -154,10 +154,11 @@ class KeyManager:
         self._store.delete(self._owner_service, self._owner_entry(user_id))
         self._commitments.forget_owner_checks(self.index_key().owner_tag(user_id), None)
 
-    def is_current(self, owner_tag: bytes, keyset: OwnerKeyset) -> bool:
-        """Whether the database still records exactly this key as the owner's primary version: false after a
-        retirement, a shred, or a shred and re-creation (version numbers restart) in another process."""
-        recorded = self._commitments.owner_checks(owner_tag).get(keyset.primary)
+    def is_current(self, keyset: OwnerKeyset, recorded: bytes | None) -> bool:
+        """Whether ``recorded``, the commitment the database holds for this keyset's primary version (None if it
+        holds none), is exactly this key's: false after a retirement, a shred, or a shred and re-creation
+        (version numbers restart) in another process. A put reads it in the statement that gives it its seq.
+        """
         return recorded is not None and tags_equal(recorded, self._owner_check(keyset, keyset.primary))
 
     def registered_owner_names(self) -> list[str]:

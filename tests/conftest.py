@@ -7,8 +7,10 @@ SCRATCHVAULT_REAL_KEYRING=1, in which case its absence is a failure, never a ski
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -100,3 +102,41 @@ def real_keyring():
             pytest.fail(f"SCRATCHVAULT_REAL_KEYRING=1 but the Secret Service is unusable: {error!r}")
         pytest.skip(f"no Secret Service here ({error!r}); run through 'bash scripts/run test'")
     return backend
+
+
+# The tables exactly as scratchvault made them before schema 3 (row ids random, found through an index on id).
+SCHEMA_V2 = """
+CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE rows (
+    seq INTEGER PRIMARY KEY,
+    id BLOB NOT NULL UNIQUE,
+    owner_tag BLOB NOT NULL,
+    turn_tag BLOB NOT NULL,
+    key_version INTEGER NOT NULL,
+    expires_at REAL NOT NULL,
+    size_bytes INTEGER NOT NULL,
+    wrapped_key BLOB NOT NULL,
+    metadata BLOB NOT NULL
+);
+CREATE INDEX rows_owner_turn ON rows (owner_tag, turn_tag);
+CREATE INDEX rows_expiry ON rows (expires_at);
+CREATE TABLE summaries (seq INTEGER PRIMARY KEY, sealed BLOB NOT NULL);
+CREATE TABLE chunks (pos INTEGER PRIMARY KEY, sealed BLOB NOT NULL);
+CREATE TABLE owner_keys (
+    owner_tag BLOB NOT NULL,
+    version INTEGER NOT NULL,
+    check_value BLOB NOT NULL,
+    PRIMARY KEY (owner_tag, version)
+) WITHOUT ROWID;
+CREATE TABLE owners (owner_tag BLOB PRIMARY KEY, sealed_name BLOB NOT NULL) WITHOUT ROWID;
+"""
+
+
+def legacy_file(path: Path, user_version: int = 2) -> Path:
+    """An empty database file laid out as before schema 3 (WAL, the v2 tables), for upgrade tests."""
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.executescript(SCHEMA_V2)
+        conn.execute(f"PRAGMA user_version = {user_version}")
+    os.chmod(path, 0o600)
+    return path

@@ -31,19 +31,18 @@ def saved_copy(db: Path, row_id: str) -> dict:
         seq, *row = conn.execute(f"SELECT seq, {COLUMNS} FROM rows WHERE id = ?", (bytes.fromhex(row_id),)).fetchone()
         summary = conn.execute("SELECT sealed FROM summaries WHERE seq = ?", (seq,)).fetchone()[0]
         chunks = conn.execute("SELECT pos & 1048575, sealed FROM chunks WHERE pos >> 20 = ?", (seq,)).fetchall()
-    return {"row": dict(zip(COLUMNS.split(", "), row, strict=True)), "summary": summary, "chunks": chunks}
+    return {"seq": seq, "row": dict(zip(COLUMNS.split(", "), row, strict=True)), "summary": summary,
+            "chunks": chunks}
 
 
 def write_back(db: Path, copy: dict, **columns) -> None:
-    """Insert the saved row under a fresh seq (seq is not authenticated), replacing any row with its id."""
-    row = {**copy["row"], **columns}
+    """Insert the saved row at its old seq (its id names that seq), replacing any row with its id or seq."""
+    row, seq = {**copy["row"], **columns}, copy["seq"]
     with closing(sqlite3.connect(db)) as conn:
-        old = conn.execute("SELECT seq FROM rows WHERE id = ?", (row["id"],)).fetchone()
-        if old is not None:
-            conn.execute("DELETE FROM rows WHERE seq = ?", old)
-            conn.execute("DELETE FROM summaries WHERE seq = ?", old)
-            conn.execute("DELETE FROM chunks WHERE pos >> 20 = ?", old)
-        seq = conn.execute("SELECT coalesce(max(seq), 0) + 1000 FROM rows").fetchone()[0]
+        for (old,) in conn.execute("SELECT seq FROM rows WHERE id = ? OR seq = ?", (row["id"], seq)).fetchall():
+            conn.execute("DELETE FROM rows WHERE seq = ?", (old,))
+            conn.execute("DELETE FROM summaries WHERE seq = ?", (old,))
+            conn.execute("DELETE FROM chunks WHERE pos >> 20 = ?", (old,))
         conn.execute(f"INSERT INTO rows (seq, {COLUMNS}) VALUES (?, {', '.join('?' * len(row))})",
                      (seq, *row.values()))
         conn.execute("INSERT INTO summaries (seq, sealed) VALUES (?, ?)", (seq, copy["summary"]))

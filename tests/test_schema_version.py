@@ -1,6 +1,8 @@
-"""The schema version guards mixed versions on one file: opening raises a version 1 database (rows of format 1)
-to version 2, so a scratchvault that knows only version 1, which would rewrap format 2 summaries without
-sealing them again, refuses the file from then on; a database from a newer scratchvault is refused untouched."""
+"""The schema version guards mixed versions on one file. Opening raises an older file to the current version, so
+an older scratchvault refuses it from then on: one that knows only version 1 would rewrap format 2 summaries
+without sealing them again, and one that knows only version 2 would write random row ids that this one, which
+finds a row from its id's encrypted seq, could not find in a file made without an index on ids. A file made
+before version 3 keeps that index, and its old rows read; a database from a newer scratchvault is refused."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import sqlite3
 from contextlib import closing
 
 import pytest
+from conftest import legacy_file
 
 from vault import Principal, StorageError, Vault
 from vault.store import SCHEMA_VERSION
@@ -23,14 +26,39 @@ def set_user_version(db_path, version: int) -> None:
         conn.execute(f"PRAGMA user_version = {version}")
 
 
-def test_a_version_1_database_is_raised_to_2_on_open_and_its_rows_still_read(db_path, keyring_backend, clock):
-    assert SCHEMA_VERSION == 2
+def id_indexes(db_path) -> list[str]:
+    """Names of the unique indexes on rows(id) alone."""
+    with closing(sqlite3.connect(db_path)) as conn:
+        return [name for _, name, unique, _, _ in conn.execute("PRAGMA index_list(rows)")
+                if unique and [c for *_, c in conn.execute("SELECT * FROM pragma_index_info(?)", (name,))] == ["id"]]
+
+
+@pytest.mark.parametrize("old_version", [1, 2])
+def test_a_file_from_before_version_3_is_raised_to_3_and_keeps_its_index_on_ids(db_path, keyring_backend, clock,
+                                                                                  old_version):
+    assert SCHEMA_VERSION == 3
+    legacy_file(db_path, old_version)
+    with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
+        assert user_version(db_path) == 3
+        row = vault.put(Principal("alice"), "t", 1, "x", "kept").id
+    with closing(sqlite3.connect(db_path)) as conn:  # a row as version 2 wrote it: moved, found by its id alone
+        conn.execute("UPDATE rows SET seq = seq + 1000")
+        conn.execute("UPDATE summaries SET seq = seq + 1000")
+        conn.execute("UPDATE chunks SET pos = pos + (1000 << 20)")
+        conn.commit()
+    assert id_indexes(db_path) == ["sqlite_autoindex_rows_1"]
+    with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
+        assert vault.get(Principal("alice"), row).content == "kept"
+        assert vault.get(Principal("alice"), vault.put(Principal("alice"), "t", 2, "x", "new").id).content == "new"
+        assert vault.list_for_turn(Principal("alice"), "t")[0].id == row
+
+
+def test_a_new_file_has_no_index_on_row_ids(db_path, keyring_backend, clock):
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
         row = vault.put(Principal("alice"), "t", 1, "x", "kept").id
-    set_user_version(db_path, 1)
-    with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
-        assert user_version(db_path) == 2
         assert vault.get(Principal("alice"), row).content == "kept"
+    assert user_version(db_path) == 3
+    assert id_indexes(db_path) == []
 
 
 def test_a_database_from_a_newer_scratchvault_is_refused_and_left_as_it_is(db_path, keyring_backend, clock):

@@ -13,7 +13,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from conftest import FakeClock
+from conftest import FakeClock, legacy_file
 from memory_keyring import MemoryKeyring
 
 from keys.aead import Aead
@@ -198,10 +198,11 @@ def test_row_format_v2_records_reproduce_every_frozen_value_and_open_back():
 
 
 def frozen_database(db_path: Path, sealed_metadata: bytes, sealed_summary: bytes) -> MemoryKeyring:
-    """A database file holding the frozen row (schema made by Vault.open, vault id and row put in by hand) with
-    these metadata and summary records, and a keyring holding the frozen keys."""
+    """A database file holding the frozen row (tables as before schema 3, when row ids were random and found
+    through an index; upgraded by Vault.open; vault id and row put in by hand) with these metadata and summary
+    records, and a keyring holding the frozen keys."""
     ring = MemoryKeyring()
-    Vault.open(db_path, keyring_backend=ring).close()  # schema, a random vault id: replaced below
+    Vault.open(legacy_file(db_path), keyring_backend=ring).close()  # a random vault id: replaced below
     ring.secrets.clear()
     for service, user, password in (out("keyring_index_entry"), out("keyring_owner_entry")):
         ring.secrets[(service, user)] = password

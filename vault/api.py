@@ -39,7 +39,6 @@ from keys.turnkey import TurnKey
 from vault import audit, paths
 from vault.audit import audited
 from vault.inputs import (
-    ROW_ID_BYTES,
     check_identifier,
     check_int,
     check_positive_setting,
@@ -142,18 +141,18 @@ class Vault(KeyLifecycle):
         owner_tag = index.owner_tag(user_id)
         turn_tag = index.turn_tag(owner_tag, turn_id)
         keyset = self._keyset_for_write(user_id, owner_tag)
-        row_id = random_bytes(ROW_ID_BYTES)
-        context = RowContext(self._keys.vault_id, row_id)
         data_key = self._keys.new_data_key()
         digest = context_digest(user_id, turn_id, step_num, executor_name, kind)
-        content_aad = chunk_aad(context, digest)
         chunks = content_chunks(json_text or observation, text=kind != "binary")
         summary = SummaryBuilder(kind, observation if kind == "json" else None)
 
         with self._store.transaction() as tx:
-            if not self._keys.is_current(owner_tag, keyset):  # retired, shredded or re-created elsewhere
+            seq, recorded = self._store.next_row(tx, owner_tag, keyset.primary)
+            if not self._keys.is_current(keyset, recorded):  # retired, shredded or re-created elsewhere
                 keyset = self._keyset_locked(user_id, owner_tag)
-            seq = self._store.next_seq(tx)
+            row_id = index.row_id(seq)  # the id names the seq, so it is made under the write lock
+            context = RowContext(self._keys.vault_id, row_id)
+            content_aad = chunk_aad(context, digest)
             chunk_units: list[int] = []
             size_bytes = 0
             for index_in_row, chunk in enumerate(chunks):
@@ -358,8 +357,8 @@ class Vault(KeyLifecycle):
         if turn_id is not None:
             check_identifier(turn_id, "turn_id")
         row_id = parse_row_id(id)
-        header = self._store.find_row(row_id) if row_id is not None else None
         index = self._keys.index_key()
+        header = self._store.find_row(row_id, index.row_seq(row_id)) if row_id is not None else None
         owner_tag = index.owner_tag(principal.user_id)
         mine = header is not None and tags_equal(header.owner_tag, owner_tag) and (
             turn_id is None or tags_equal(header.turn_tag, index.turn_tag(owner_tag, turn_id)))

@@ -13,9 +13,8 @@ from keys.errors import InvalidArgument
 
 MAX_IDENTIFIER_BYTES = 1024
 MAX_STEP = 2**53 - 1  # exactly representable in JSON consumers that use doubles
-ROW_ID_BYTES = 16
 READ_MODES = ("full", "head", "tail", "range")
-_ROW_ID = re.compile(r"[0-9a-f]{32}")
+_ROW_ID = re.compile(r"[0-9a-f]{32}")  # 16 bytes: one AES block (keys/blind_index.py)
 
 
 def check_identifier(value: object, name: str) -> str:

@@ -1,7 +1,8 @@
 """All SQL of scratchvault, behind a narrow interface (a PostgreSQL store can implement the same methods).
 
 Clear columns are only what must be indexed or swept without keys: row id, owner tag, turn tag, key
-version, expiry, size. Content chunks live in ``chunks`` under the integer key ``seq << 20 | index``, so a
+version, expiry, size. A row is found from its id without an index on ids: the id encrypts the row's seq
+(keys/blind_index.py). Content chunks live in ``chunks`` under the integer key ``seq << 20 | index``, so a
 slice is a rowid range read and a delete is a rowid range delete; summaries live apart in ``summaries``.
 SQLite runs in WAL mode with ``synchronous=FULL`` (a returned put survives power loss) and
 ``secure_delete=ON`` (deleted rows, summaries and the pages rebalancing frees are zeroed; chunks are deleted
@@ -10,6 +11,7 @@ under FAST, their key being gone); see threat_model.md, "Deletion".
 
 from __future__ import annotations
 
+import hmac
 import os
 import sqlite3
 import threading
@@ -26,7 +28,9 @@ from vault import paths
 
 # 2: row format 2 (binary metadata; summaries under turn keys). Raised on open, so a scratchvault that knows only
 # version 1 (which would rewrap format 2 summaries without re-sealing them) refuses the file from then on.
-SCHEMA_VERSION = 2
+# 3: row ids encrypt the row's seq (keys/blind_index.py); a file made at version 3 has no index on ids, so an
+# older scratchvault, whose random ids this one could not find, must refuse it. A file made before keeps its index.
+SCHEMA_VERSION = 3
 MAX_SEQ = 1 << (63 - 20)  # chunk keys seq << 20 | index must fit SQLite's signed 64-bit integers
 MAX_KEY_VERSION = 2**31 - 1
 CHUNK_SHIFT = MAX_CHUNKS.bit_length() - 1  # 20: chunk key = seq << 20 | index
@@ -35,7 +39,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS rows (
     seq INTEGER PRIMARY KEY,
-    id BLOB NOT NULL UNIQUE,
+    id BLOB NOT NULL,
     owner_tag BLOB NOT NULL,
     turn_tag BLOB NOT NULL,
     key_version INTEGER NOT NULL,
@@ -60,10 +64,17 @@ _INSERT_ROW = (
     "INSERT INTO rows (seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-_SELECT_ROW_BY_ID = (
+_SELECT_ROW_BY_SEQ = (
+    "SELECT seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata FROM rows "
+    "WHERE seq = ?"
+)
+_SELECT_ROW_BY_ID = (  # files made before schema 3, which have an index on ids
     "SELECT seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata FROM rows "
     "WHERE id = ?"
 )
+# a put's one read: the next seq and the recorded commitment of the owner key version that will wrap the row
+_NEXT_ROW = ("SELECT (SELECT coalesce(max(seq), 0) + 1 FROM rows), "
+             "(SELECT check_value FROM owner_keys WHERE owner_tag = ? AND version = ?)")
 _COUNTS = "SELECT count(*), coalesce(sum(size_bytes), 0), coalesce(sum(expires_at <= ?), 0) FROM rows"
 _EXPIRED_BATCH = "SELECT seq FROM rows WHERE expires_at <= ? LIMIT ?"
 _OWNER_BATCH = "SELECT seq FROM rows WHERE owner_tag = ? LIMIT ?"
@@ -121,6 +132,7 @@ class SqliteStore:
                 raise StorageError("the database was written by a newer scratchvault; upgrade to open it")
             if found < SCHEMA_VERSION:
                 connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self._ids_indexed = _has_id_index(connection)
 
     # -- connections and transactions ------------------------------------------------------------------
     def _connection(self) -> sqlite3.Connection:
@@ -237,9 +249,13 @@ class SqliteStore:
 
     # -- rows ------------------------------------------------------------------------------------------
     @staticmethod
-    def next_seq(connection: sqlite3.Connection) -> int:
-        """The seq the next row will get (call inside the write transaction that inserts it)."""
-        return connection.execute("SELECT coalesce(max(seq), 0) + 1 FROM rows").fetchone()[0]
+    def next_row(connection: sqlite3.Connection, owner_tag: bytes, key_version: int) -> tuple[int, bytes | None]:
+        """The seq the next row will get and the recorded commitment of the owner key version that will wrap
+        it (None if none): one statement, inside the write transaction that inserts the row."""
+        seq, check = connection.execute(_NEXT_ROW, (owner_tag, key_version)).fetchone()
+        if not _valid_seq(seq):
+            raise IntegrityError("a stored row has columns of the wrong type")
+        return seq, None if check is None else _blob(check)
 
     @staticmethod
     def insert_chunk(connection: sqlite3.Connection, seq: int, index: int, sealed: bytes) -> None:
@@ -256,10 +272,20 @@ class SqliteStore:
              header.expires_at, header.size_bytes, header.wrapped_key, header.metadata),
         )
 
-    def find_row(self, row_id: bytes) -> RowHeader | None:
-        """The row with this id, whoever owns it (the caller checks ownership)."""
-        found = self._query(_SELECT_ROW_BY_ID, (row_id,))
-        return _header(found[0]) if found else None
+    def find_row(self, row_id: bytes, seq: int) -> RowHeader | None:
+        """The row with this id, whoever owns it (the caller checks ownership). ``seq`` is where the id says its
+        row is; the row there is this id's only if it stores this very id (a seq is reused after a delete, and
+        any 16 bytes name some seq). A file made before schema 3 finds rows by its index on ids instead."""
+        if self._ids_indexed:
+            found = self._query(_SELECT_ROW_BY_ID, (row_id,))
+            return _header(found[0]) if found else None
+        if not _valid_seq(seq):
+            return None
+        found = self._query(_SELECT_ROW_BY_SEQ, (seq,))
+        if not found:
+            return None
+        header = _header(found[0])
+        return header if hmac.compare_digest(header.row_id, row_id) else None
 
     def list_turn(self, owner_tag: bytes, turn_tag: bytes, now: float) -> list[tuple[RowHeader, bytes | None]]:
         """Unexpired rows of one owner's turn, each with its sealed summary (None if missing)."""
@@ -501,6 +527,15 @@ def _delete_seqs(connection: sqlite3.Connection, seqs: list[int]) -> None:
         connection.execute("PRAGMA secure_delete = ON")
     connection.executemany("DELETE FROM summaries WHERE seq = ?", [(seq,) for seq in seqs])
     connection.executemany("DELETE FROM rows WHERE seq = ?", [(seq,) for seq in seqs])
+
+
+def _has_id_index(connection: sqlite3.Connection) -> bool:
+    """Whether ``rows`` has a unique index on ``id`` alone (files made before schema 3 have one)."""
+    for _, name, unique, _, partial in connection.execute("PRAGMA index_list(rows)").fetchall():
+        columns = [column for _, _, column in connection.execute("SELECT * FROM pragma_index_info(?)", (name,))]
+        if unique and not partial and columns == ["id"]:
+            return True
+    return False
 
 
 def _valid_seq(seq: object) -> bool:
