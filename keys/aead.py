@@ -100,6 +100,14 @@ class BlockPermutation:
         with self._lock:
             return self._decrypt.update(block)
 
+    def decrypt_each(self, blocks: bytes) -> bytes:
+        """The preimages of consecutive 16-byte blocks, each on its own (the same as :meth:`decrypt` of each),
+        in one call: a listing checks a thousand ids in microseconds."""
+        if len(blocks) % BLOCK_SIZE:
+            raise IntegrityError("blocks must be a multiple of 16 bytes")
+        with self._lock:
+            return self._decrypt.update(blocks)
+
     def __repr__(self) -> str:
         return "<BlockPermutation AES-256>"
 

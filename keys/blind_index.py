@@ -39,6 +39,13 @@ class IndexKey:
         gone, so the caller must compare the whole stored id before it trusts the row."""
         return int.from_bytes(self._row_ids.decrypt(row_id)[:ROW_SEQ_BYTES], "big")
 
+    def row_seqs(self, row_ids: list[bytes]) -> list[int]:
+        """:meth:`row_seq` of each id (a listing checks every row it shows); an id of another length is damage."""
+        if any(len(row_id) != 2 * ROW_SEQ_BYTES for row_id in row_ids):
+            raise IntegrityError("a stored row id has the wrong length")
+        plain = self._row_ids.decrypt_each(b"".join(row_ids))
+        return [int.from_bytes(plain[at:at + ROW_SEQ_BYTES], "big") for at in range(0, len(plain), 2 * ROW_SEQ_BYTES)]
+
     def owner_tag(self, user_id: str) -> bytes:
         """Tag of an owner: equal user ids (compared exactly, no normalisation) give equal tags."""
         return self._tag("owner", b"", user_id)

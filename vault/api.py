@@ -146,7 +146,7 @@ class Vault(KeyLifecycle):
         chunks = content_chunks(json_text or observation, text=kind != "binary")
         summary = SummaryBuilder(kind, observation if kind == "json" else None)
 
-        with self._store.transaction() as tx:
+        with self._integrity_guard(), self._store.transaction() as tx:
             seq, recorded = self._store.next_row(tx, owner_tag, keyset.primary)
             if not self._keys.is_current(keyset, recorded):  # retired, shredded or re-created elsewhere
                 keyset = self._keyset_locked(user_id, owner_tag)
@@ -301,8 +301,10 @@ class Vault(KeyLifecycle):
         with self._integrity_guard(), self._store.snapshot():
             found = []
             turn_keys: dict[int, TurnKey] = {}
-            for seq, row_id, version, expires_at, size_bytes, sealed in self._store.list_turn_summaries(
-                    owner_tag, turn_tag, self._now()):
+            rows = self._store.list_turn_summaries(owner_tag, turn_tag, self._now())
+            if self._store.ids_name_seqs and index.row_seqs([row[1] for row in rows]) != [row[0] for row in rows]:
+                raise IntegrityError("a listed row is not where its id says")  # moved or copied: no id reaches it
+            for seq, row_id, version, expires_at, size_bytes, sealed in rows:
                 if sealed[0] == SUMMARY_V2:  # one AES-GCM open per row, under the turn's key: no unwrap
                     # the key that opened it is kept for the turn's next rows (a reloaded one, if it was stale)
                     plain, turn_keys[version] = self._open_v2_summary(

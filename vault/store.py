@@ -253,8 +253,8 @@ class SqliteStore:
         """The seq the next row will get and the recorded commitment of the owner key version that will wrap
         it (None if none): one statement, inside the write transaction that inserts the row."""
         seq, check = connection.execute(_NEXT_ROW, (owner_tag, key_version)).fetchone()
-        if not _valid_seq(seq):
-            raise IntegrityError("a stored row has columns of the wrong type")
+        if not _valid_seq(seq):  # only a writer of the file puts a row at the last seq (2^43 - 1) or past it
+            raise IntegrityError("a stored row's seq is out of range; no row can follow it")
         return seq, None if check is None else _blob(check)
 
     @staticmethod
@@ -278,14 +278,19 @@ class SqliteStore:
         any 16 bytes name some seq). A file made before schema 3 finds rows by its index on ids instead."""
         if self._ids_indexed:
             found = self._query(_SELECT_ROW_BY_ID, (row_id,))
-            return _header(found[0]) if found else None
-        if not _valid_seq(seq):
+        elif _valid_seq(seq):
+            found = self._query(_SELECT_ROW_BY_SEQ, (seq,))
+        else:
             return None
-        found = self._query(_SELECT_ROW_BY_SEQ, (seq,))
-        if not found:
+        # the id first: a stale id meeting another row, damaged or not, is a miss like any other
+        if not found or type(found[0][1]) is not bytes or not hmac.compare_digest(found[0][1], row_id):
             return None
-        header = _header(found[0])
-        return header if hmac.compare_digest(header.row_id, row_id) else None
+        return _header(found[0])
+
+    @property
+    def ids_name_seqs(self) -> bool:
+        """Whether rows are found from the seq their id names (a file made at schema 3 or later)."""
+        return not self._ids_indexed
 
     def list_turn(self, owner_tag: bytes, turn_tag: bytes, now: float) -> list[tuple[RowHeader, bytes | None]]:
         """Unexpired rows of one owner's turn, each with its sealed summary (None if missing)."""

@@ -1,0 +1,291 @@
+"""Attacks on row ids that encrypt their row's seq (keys/blind_index.py, vault/store.py find_row): an attacker with
+write access to the file, ids crafted with the index key, seq reuse under threads, the lookup-mode switch (a
+unique index on rows(id)) and files made before schema 3. threat_model.md, "Row ids"."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+import threading
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from conftest import legacy_file
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
+
+from keys.aead import BlockPermutation
+from keys.blind_index import IndexKey
+from keys.keyset import parse_single_key
+from vault import IntegrityError, NotFound, Vault, VaultError
+from vault.store import MAX_SEQ
+
+COLUMNS = "id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata"
+
+
+def sql(db: Path, *statements: tuple) -> None:
+    """Run (statement, *params) as the attacker, in one committed transaction."""
+    with closing(sqlite3.connect(db)) as conn:
+        for statement, *params in statements:
+            conn.execute(statement, params)
+        conn.commit()
+
+
+def seq_of(db: Path, row_id: str) -> int:
+    with closing(sqlite3.connect(db)) as conn:
+        return conn.execute("SELECT seq FROM rows NOT INDEXED WHERE id = ?", (bytes.fromhex(row_id),)).fetchone()[0]
+
+
+def counts(db: Path) -> tuple[int, ...]:
+    with closing(sqlite3.connect(db)) as conn:
+        return tuple(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("rows", "summaries", "chunks"))
+
+
+def index_key(ring) -> IndexKey:
+    """The vault's index key, as the keyring holds it (the test plays someone who holds it)."""
+    (secret,) = [value for (service, user), value in ring.secrets.items() if service.endswith("/index")]
+    return IndexKey(parse_single_key(secret, "index key"))
+
+
+def copy_row(seq: int, to: int, **columns) -> list[tuple]:
+    """Statements that copy row ``seq`` with its summary and chunks to ``to`` (optionally changing columns)."""
+    values = ", ".join(f"{columns[c]!r}" if c in columns else c for c in COLUMNS.split(", "))
+    return [(f"INSERT INTO rows (seq, {COLUMNS}) SELECT ?, {values} FROM rows WHERE seq = ?", to, seq),
+            ("INSERT INTO summaries SELECT ?, sealed FROM summaries WHERE seq = ?", to, seq),
+            ("INSERT INTO chunks SELECT (? << 20) | (pos & 1048575), sealed FROM chunks WHERE pos >> 20 = ?", to, seq)]
+
+
+def outcome(vault: Vault, call) -> str:
+    before = vault.stats()["counters"]["integrity_failures"]
+    try:
+        call()
+    except NotFound:
+        return "notfound"
+    except IntegrityError:
+        assert vault.stats()["counters"]["integrity_failures"] == before + 1, "IntegrityError not counted"
+        return "integrity"
+    return "ok"
+
+
+# -- the permutation --------------------------------------------------------------------------------------------
+def test_block_permutation_agrees_with_a_fresh_cipher_under_eight_threads():
+    key = os.urandom(32)
+    shared, errors = BlockPermutation(key), []
+
+    def work():
+        for _ in range(500):
+            block = os.urandom(16)
+            fresh = Cipher(algorithms.AES(key), modes.ECB())
+            expected = fresh.encryptor().update(block)
+            if shared.encrypt(block) != expected or shared.decrypt(expected) != block:
+                errors.append(block)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+
+
+def test_row_id_key_is_hkdf_expand_of_the_index_key_and_apart_from_its_other_outputs():
+    raw = bytes(range(32))
+    index = IndexKey(raw)
+    row_key = HKDFExpand(hashes.SHA256(), 32, b"scratchvault/row-id-key/v1").derive(raw)
+    assert BlockPermutation(row_key).encrypt(bytes(16)) == index._row_ids.encrypt(bytes(16))
+    others = {index._mac(b"scratchvault/audit-key/v1\x01"), index._mac(b"scratchvault/owner-name-key/v1\x01"),
+              index.owner_tag(""), index.owner_tag("scratchvault/row-id-key/v1\x01"), index.turn_tag(b"", ""),
+              index.check_value(b"")}
+    assert row_key not in others
+
+
+def test_frozen_row_ids_keep_naming_their_seqs():
+    """Every id in every schema 3 file depends on this derivation and layout; a change makes them all NotFound
+    (a silent miss, not an IntegrityError). Frozen: index key 00..1f, plaintext seq (8 bytes BE) | 8 bytes."""
+    index = IndexKey(bytes(range(32)))
+    frozen = {"13bcf8f2e5db2d9a09e1e3bacb76f9b2": 7, "062afb8c5f4160384e1dfea160b107b2": MAX_SEQ - 1}
+    for row_id, seq in frozen.items():
+        assert index.row_seq(bytes.fromhex(row_id)) == seq
+    assert index._row_ids.decrypt(bytes.fromhex("13bcf8f2e5db2d9a09e1e3bacb76f9b2"))[8:] == b"\xa5" * 8
+
+
+# -- seq reuse and crafted ids ----------------------------------------------------------------------------------
+def test_threads_putting_and_deleting_reuse_seqs_yet_no_old_id_reaches_a_newer_row(vault, alice, bob,
+                                                                                   keyring_backend):
+    live, gone, lock = {}, {}, threading.Lock()
+
+    def work(number: int):
+        owner = (alice, bob)[number % 2]
+        for step in range(25):
+            text = f"{number}-{step}"
+            row = vault.put(owner, "t", step, "x", text).id
+            if step % 2:
+                vault.delete(owner, row)
+            with lock:
+                (gone if step % 2 else live)[row] = (owner, text)
+
+    threads = [threading.Thread(target=work, args=(number,)) for number in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    top = vault.put(alice, "t", 99, "x", "top").id  # one certain reuse: delete the top row, put again
+    vault.delete(alice, top)
+    gone[top] = (alice, "top")
+    live[vault.put(alice, "t", 100, "x", "after").id] = (alice, "after")
+    index = index_key(keyring_backend)
+    seqs = [index.row_seq(bytes.fromhex(i)) for i in [*live, *gone]]
+    assert len(set(live) | set(gone)) == len(live) + len(gone) == 102  # ids unique over time
+    assert len(set(seqs)) < len(seqs)  # seqs were reused
+    for row, (owner, text) in live.items():
+        assert vault.get(owner, row).content == text
+    for row in gone:
+        for who in (alice, bob):
+            with pytest.raises(NotFound):
+                vault.get(who, row)
+
+
+def test_an_id_crafted_for_a_live_seq_with_other_random_bits_is_not_found(vault, alice, bob, keyring_backend,
+                                                                          db_path):
+    row = vault.put(alice, "t", 1, "x", "secret").id
+    index = index_key(keyring_backend)
+    seq = seq_of(db_path, row)
+    assert index.row_seq(bytes.fromhex(row)) == seq
+    for crafted in (index.row_id(seq).hex() for _ in range(20)):
+        for who in (alice, bob):
+            assert outcome(vault, lambda w=who, c=crafted: vault.get(w, c)) == "notfound"
+            assert outcome(vault, lambda w=who, c=crafted: vault.delete(w, c)) == "notfound"
+    for seq in (0, MAX_SEQ, MAX_SEQ + 1, 2**64 - 1):  # ids naming seqs no row can have
+        assert outcome(vault, lambda s=seq: vault.get(alice, index._row_ids.encrypt(s.to_bytes(8, "big") + bytes(8))
+                                                      .hex())) == "notfound"
+    assert vault.get(alice, row).content == "secret"
+
+
+def test_a_stale_id_whose_seq_now_holds_another_owners_damaged_row_is_not_found(vault, alice, bob, db_path):
+    stale = vault.put(bob, "t", 1, "x", "bob's").id
+    vault.delete(bob, stale)
+    reused = vault.put(alice, "t", 1, "x", "alice's").id
+    assert seq_of(db_path, reused) == 1
+    sql(db_path, ("UPDATE rows SET key_version = 0 WHERE seq = 1",))
+    assert outcome(vault, lambda: vault.get(bob, stale)) == "notfound"
+
+
+# -- tampering with the id column and with seqs ------------------------------------------------------------------
+@pytest.mark.parametrize("stored", ["text", "integer", "short", "long", "other_row"])
+def test_id_column_of_the_wrong_type_or_length_never_yields_content_nor_deletes(vault, alice, bob, db_path, stored):
+    row = vault.put(alice, "t", 1, "x", "target").id
+    other = vault.put(alice, "t", 2, "x", "other").id
+    raw = bytes.fromhex(row)
+    value = {"text": row, "integer": int.from_bytes(raw[:7], "big"), "short": raw[:15], "long": raw + b"\0",
+             "other_row": bytes.fromhex(other)}[stored]
+    sql(db_path, ("UPDATE rows SET id = ? WHERE seq = ?", value, seq_of(db_path, row)))
+    before = counts(db_path)
+    for who in (alice, bob):
+        for call in (lambda w=who: vault.get(w, row), lambda w=who: vault.read(w, row, mode="full"),
+                     lambda w=who: vault.delete(w, row)):
+            assert outcome(vault, call) in {"notfound", "integrity"}
+    assert counts(db_path) == before
+    assert vault.get(alice, other).content == "other"
+
+
+def test_a_row_duplicated_at_another_seq_reads_as_itself_and_delete_takes_only_its_own_seq(vault, alice, db_path):
+    row = vault.put(alice, "t", 1, "x", "once").id
+    sql(db_path, *copy_row(seq_of(db_path, row), 500))  # no UNIQUE on rows.id in a schema 3 file
+    assert vault.get(alice, row).content == "once"
+    vault.delete(alice, row)
+    assert counts(db_path) == (1, 1, 1)  # the copy at seq 500 is left; it is unreachable
+    assert outcome(vault, lambda: vault.get(alice, row)) == "notfound"
+
+
+def test_a_row_moved_to_another_seq_fails_the_listing_and_reads_as_not_found(vault, alice, db_path):
+    """Listed, it could not be read: the listing reports the damage (counted) instead of showing it."""
+    row = vault.put(alice, "t", 1, "x", "moved").id
+    seq = seq_of(db_path, row)
+    sql(db_path, *copy_row(seq, seq + 7), ("DELETE FROM rows WHERE seq = ?", seq))
+    assert outcome(vault, lambda: vault.list_for_turn(alice, "t")) == "integrity"
+    assert outcome(vault, lambda: vault.get(alice, row)) == "notfound"
+
+
+def test_puts_fill_the_last_seq_then_stop_cleanly_deleting_nothing(vault, alice, db_path):
+    first = vault.put(alice, "t", 1, "x", "first").id
+    sql(db_path, *copy_row(seq_of(db_path, first), MAX_SEQ - 2))
+    last = vault.put(alice, "t", 2, "x", "x" * 70_000).id  # two chunks at seq 2^43 - 1
+    assert seq_of(db_path, last) == MAX_SEQ - 1
+    assert vault.read(alice, last, mode="range", start=69_990, end=70_000).content == "x" * 10
+    before = counts(db_path)
+    with pytest.raises(VaultError):
+        vault.put(alice, "t", 3, "x", "one too many")
+    assert counts(db_path) == before
+    assert vault.get(alice, first).content == "first"
+
+
+def test_a_put_stopped_by_a_forged_seq_is_counted(vault, alice, db_path):
+    row = vault.put(alice, "t", 1, "x", "o").id
+    sql(db_path, *copy_row(seq_of(db_path, row), MAX_SEQ - 1))
+    assert outcome(vault, lambda: vault.put(alice, "t", 2, "x", "no room")) == "integrity"
+
+
+# -- the lookup mode: a unique index on rows(id) --------------------------------------------------------------------
+def test_an_inconsistent_index_added_to_a_new_file_never_serves_one_row_under_anothers_id(db_path, keyring_backend,
+                                                                                          alice):
+    with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
+        a, b = (vault.put(alice, "t", step, "x", text).id for step, text in ((1, "AAA"), (2, "BBB")))
+    ia, ib = bytes.fromhex(a), bytes.fromhex(b)
+    swap = "UPDATE rows SET id = CASE seq WHEN 1 THEN ? ELSE ? END WHERE seq IN (1, 2)"
+    schema = "UPDATE sqlite_master SET sql = ? WHERE name = 'evil'"
+    # an index built over swapped ids, hidden (declared on turn_tag) while the ids are put back, then declared on id
+    sql(db_path, (swap, ib, ia), ("CREATE UNIQUE INDEX evil ON rows (id)",), ("PRAGMA writable_schema = ON",),
+        (schema, "CREATE INDEX evil ON rows (turn_tag)"))
+    sql(db_path, (swap, ia, ib), ("PRAGMA writable_schema = ON",), (schema, "CREATE UNIQUE INDEX evil ON rows (id)"))
+    before = counts(db_path)
+    with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
+        for row in (a, b):
+            for call in (lambda r=row: vault.get(alice, r), lambda r=row: vault.read(alice, r, mode="full"),
+                         lambda r=row: vault.delete(alice, r)):
+                assert outcome(vault, call) in {"notfound", "integrity"}
+    assert counts(db_path) == before
+
+
+def test_a_unique_index_added_to_a_new_file_makes_moved_rows_readable_as_they_were(db_path, keyring_backend, alice):
+    with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
+        row = vault.put(alice, "t", 1, "x", "moved").id
+    sql(db_path, ("UPDATE rows SET seq = 900",), ("UPDATE summaries SET seq = 900",),
+        ("UPDATE chunks SET pos = (900 << 20) | (pos & 1048575)",))
+    with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
+        assert outcome(vault, lambda: vault.get(alice, row)) == "notfound"
+    sql(db_path, ("CREATE UNIQUE INDEX flip ON rows (id)",))  # the threat model's "moved: NotFound" no longer holds
+    with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
+        assert vault.get(alice, row).content == "moved"
+
+
+# -- files made before schema 3 ------------------------------------------------------------------------------------
+def test_a_legacy_file_mixing_random_and_new_form_ids(db_path, keyring_backend, alice, bob, monkeypatch):
+    legacy_file(db_path)
+    with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
+        with monkeypatch.context() as patch:  # as scratchvault 2 wrote them: 128 random bits
+            patch.setattr(IndexKey, "row_id", lambda self, seq: secrets.token_bytes(16))
+            old = vault.put(alice, "t", 1, "x", "old form").id
+        new = vault.put(alice, "t", 2, "x", "new form").id
+        top = vault.put(bob, "t", 1, "x", "bob's top").id
+        vault.delete(bob, top)
+        reuse = vault.put(alice, "t", 3, "x", "reuses bob's seq").id
+        assert seq_of(db_path, reuse) == 3 and index_key(keyring_backend).row_seq(bytes.fromhex(reuse)) == 3
+        for who in (alice, bob):
+            assert outcome(vault, lambda w=who: vault.get(w, top)) == "notfound"
+    sql(db_path, ("UPDATE rows SET seq = seq + 1000",), ("UPDATE summaries SET seq = seq + 1000",),
+        ("UPDATE chunks SET pos = pos + (1000 << 20)",))
+    with Vault.open(db_path, keyring_backend=keyring_backend) as vault:  # found by id, wherever they are
+        assert [vault.get(alice, i).content for i in (old, new, reuse)] == ["old form", "new form", "reuses bob's seq"]
+        assert outcome(vault, lambda: vault.get(bob, old)) == "notfound"
+        assert vault.put(alice, "t", 4, "x", "after").id not in (old, new, reuse)
+    # a writer rebuilds rows without its UNIQUE constraint: lookups by seq, every moved or random id is a miss
+    sql(db_path, ("CREATE TABLE r2 AS SELECT * FROM rows",), ("DROP TABLE rows",), ("ALTER TABLE r2 RENAME TO rows",))
+    before = counts(db_path)
+    with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
+        for row in (old, new, reuse):
+            for call in (lambda r=row: vault.get(alice, r), lambda r=row: vault.delete(alice, r)):
+                assert outcome(vault, call) in {"notfound", "integrity"}
+    assert counts(db_path) == before
