@@ -93,3 +93,12 @@ def test_another_vaults_id_for_the_same_seq_is_not_found(tmp_path, alice):
         vaults[1].get(alice, first)
     for vault in vaults:
         vault.close()
+
+
+def test_a_listings_batch_of_ids_decrypts_as_each_id_does():
+    index = IndexKey(bytes(range(32)))
+    ids = [index.row_id(seq) for seq in (5, 1, (1 << 43) - 1, 5)] + [bytes(16)]
+    assert index.row_seqs(ids) == [index.row_seq(i) for i in ids] and index.row_seqs([]) == []
+    for damaged in (b"", bytes(15), bytes(17), bytes(32)):  # would shift every later id's block
+        with pytest.raises(IntegrityError):
+            index.row_seqs([*ids[:2], damaged, *ids[2:]])

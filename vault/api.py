@@ -74,6 +74,7 @@ DEFAULT_KEY_CACHE_SIZE = 1024
 MAX_READ_LIMIT = 10_000_000
 _OPEN_ROW = tuple[RowHeader, DataKey, Metadata, RowContext]
 _LISTING_ORDER = operator.attrgetter("step_num", "created_at")  # in C: a listing sorts up to thousands
+_SEQ, _ROW_ID = operator.itemgetter(0), operator.itemgetter(1)  # columns of a listed row
 
 
 class Vault(KeyLifecycle):
@@ -302,7 +303,7 @@ class Vault(KeyLifecycle):
             found = []
             turn_keys: dict[int, TurnKey] = {}
             rows = self._store.list_turn_summaries(owner_tag, turn_tag, self._now())
-            if self._store.ids_name_seqs and index.row_seqs([row[1] for row in rows]) != [row[0] for row in rows]:
+            if self._store.ids_name_seqs and index.row_seqs(list(map(_ROW_ID, rows))) != list(map(_SEQ, rows)):
                 raise IntegrityError("a listed row is not where its id says")  # moved or copied: no id reaches it
             for seq, row_id, version, expires_at, size_bytes, sealed in rows:
                 if sealed[0] == SUMMARY_V2:  # one AES-GCM open per row, under the turn's key: no unwrap

@@ -44,6 +44,8 @@ def diagnose(path: Path | None) -> tuple[list[str], bool]:
         return lines, safe
     later = "" if version == SCHEMA_VERSION else f" (raised to {SCHEMA_VERSION} when this scratchvault next opens it)"
     lines.append(f"ok    schema version {version}{later}, vault id {facts['vault_id']}")
+    lines.append("      row lookup: " + ("an index on row ids (a file made before schema 3: puts write one more page)"
+                                         if facts["ids_indexed"] else "the seq each row id names (no index on ids)"))
     lines.append(f"      rows {facts['rows']:,} ({facts['bytes']:,} bytes), expired awaiting gc "
                  f"{facts['expired_rows']:,}, owners {facts['owners']:,}, rows by key version "
                  f"{facts['rows_by_key_version']}")

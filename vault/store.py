@@ -508,6 +508,7 @@ def inspect(path: Path, now: float) -> dict[str, object]:
                 return facts
             vault_id = connection.execute("SELECT value FROM meta WHERE name = 'vault_id'").fetchone()
             facts["vault_id"] = _blob(vault_id[0]).hex() if vault_id else None
+            facts["ids_indexed"] = _has_id_index(connection)
             rows, size, expired = connection.execute(_COUNTS, (now,)).fetchone()
             facts.update(rows=rows, bytes=size, expired_rows=expired)
             facts["owners"] = connection.execute("SELECT count(*) FROM owners").fetchone()[0]
