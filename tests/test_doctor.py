@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from conftest import legacy_file
 
 from keys.testing import MemoryKeyring
 from vault import Principal, Vault
+from vault.doctor import diagnose
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,3 +59,20 @@ def test_doctor_tells_a_file_made_before_schema_3_by_its_index_on_row_ids(db_pat
     assert "schema version 3, vault id" in result.stdout
     assert "row lookup: an index on row ids (a file made before schema 3" in result.stdout
     assert "hello" not in result.stdout + result.stderr
+
+
+def test_doctor_names_the_seq_lookup_for_a_new_file_without_the_secret_service(db_path, keyring_backend):
+    """The only other check of this line needs the Secret Service (skipped where there is none)."""
+    with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
+        vault.put(Principal("alice"), "t", 1, "x", "hello")
+    lines, _ = diagnose(db_path)
+    assert "      row lookup: the seq each row id names (no index on ids)" in lines
+
+
+def test_doctor_fails_on_a_sqlite_file_that_is_no_vault(db_path):
+    with closing(sqlite3.connect(db_path)) as conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+        conn.commit()
+    db_path.chmod(0o600)
+    lines, safe = diagnose(db_path)
+    assert not safe and "FAIL  database: not a scratchvault database (SQLite, but no schema version)" in lines

@@ -38,6 +38,8 @@ def diagnose(path: Path | None) -> tuple[list[str], bool]:
     except VaultError as error:
         return [*lines, f"FAIL  database: {error}"], False
     version = facts["schema_version"]
+    if version == 0:  # every file a scratchvault made has its schema version set in the transaction that made it
+        return [*lines, "FAIL  database: not a scratchvault database (SQLite, but no schema version)"], False
     if version > SCHEMA_VERSION:
         safe = False
         lines.append(f"FAIL  schema version {version}, this scratchvault reads up to {SCHEMA_VERSION}")

@@ -1,0 +1,96 @@
+"""The floor of a put: what it would cost if everything but its SQL and its AES-GCM calls were free.
+
+``python -m bench.floor`` times, in one process and alternating as the benchmark times writes (each call after an
+untimed ``os.sync()``), three puts of the same text: the plaintext baseline, a *bare* put made of exactly the
+statements a vault put runs (against a vault file of its own) and the same seals (a data key's chunks and
+metadata, a wrap, a turn key's summary, through ``keys/``), with fixed records in place of the real ones, and
+the real ``Vault.put``. The bare put is the most any Python implementation of this row format could save: the gap
+between it and the real put is the Python around the statements and the seals (README, "Performance").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.baseline import PlainStore
+from bench.run import KIB, MIB, OWNER, text_of
+from keys.datakey import DataKey
+from keys.keyset import OwnerKeyset
+from keys.testing import MemoryKeyring
+from vault import Vault
+from vault.rowformat import CHUNK_BYTES
+from vault.store import _INSERT_ROW, _NEXT_ROW, CHUNK_SHIFT
+
+AAD = bytes(100)  # the real AADs are 100-150 bytes
+METADATA, SUMMARY = bytes(110), bytes(560)  # a 4 KiB text row's records, about
+
+
+def bare_put(vault: Vault, keyset: OwnerKeyset, text: str) -> Callable[[], None]:
+    """The vault's statements and seals for ``text``, on ``vault``'s file, and nothing else."""
+    connection = vault._store._connection()
+    owner_tag, turn_tag, vault_id = bytes(32), bytes(range(32)), bytes(16)
+    turn_key = keyset.turn_key(1, vault_id, turn_tag)
+
+    def put() -> None:
+        data = memoryview(text.encode())
+        data_key = DataKey.generate()
+        connection.execute("BEGIN IMMEDIATE")
+        seq, _ = connection.execute(_NEXT_ROW, (owner_tag, 1)).fetchone()
+        count = max(1, -(-len(data) // CHUNK_BYTES))
+        for index in range(count):
+            sealed = data_key.seal_chunk(index, index == count - 1, data[index * CHUNK_BYTES:][:CHUNK_BYTES], AAD)
+            connection.execute("INSERT INTO chunks (pos, sealed) VALUES (?, ?)", (seq << CHUNK_SHIFT | index, sealed))
+        summary = turn_key.seal_summary(SUMMARY, AAD)
+        connection.execute("INSERT INTO summaries (seq, sealed) VALUES (?, ?)", (seq, summary))
+        connection.execute(_INSERT_ROW, (seq, os.urandom(16), owner_tag, turn_tag, 1, time.time() + 3600, len(data),
+                                         keyset.wrap(data_key, AAD), data_key.seal_metadata(METADATA, AAD)))
+        connection.execute("COMMIT")
+
+    return put
+
+
+def medians_ms(operations: dict[str, Callable[[], object]], runs: int) -> dict[str, float]:
+    """Each operation ``runs`` times, interleaved, each after an untimed sync; medians in milliseconds."""
+    samples: dict[str, list[float]] = {name: [] for name in operations}
+    for _ in range(runs):
+        for name, operation in operations.items():
+            os.sync()
+            started = time.perf_counter()
+            operation()
+            samples[name].append((time.perf_counter() - started) * 1000)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print baseline, bare and real put medians for 4 KiB and 1 MiB text, with ratios to the baseline."""
+    parser = argparse.ArgumentParser(prog="python -m bench.floor", description=__doc__)
+    parser.add_argument("--runs", type=int, default=201, help="runs of the 4 KiB case (1 MiB: a fifth of that)")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="scratchvault-floor-") as scratch:
+        directory = Path(scratch)
+        os.chmod(directory, 0o700)
+        plain = PlainStore(directory / "plain.db")
+        with Vault.open(directory / "vault.db", keyring_backend=MemoryKeyring()) as vault, \
+                Vault.open(directory / "bare.db", keyring_backend=MemoryKeyring()) as bare_file:
+            for size, runs in ((4 * KIB, args.runs), (MIB, max(5, args.runs // 5))):
+                text = text_of(size)
+                operations = {"baseline": lambda t=text: plain.put("floor", 0, "x", t),
+                              "bare put": bare_put(bare_file, OwnerKeyset.generate(), text),
+                              "Vault.put": lambda t=text: vault.put(OWNER, "floor", 0, "x", t)}
+                for operation in operations.values():  # files, caches and keys made before timing
+                    operation()
+                found = medians_ms(operations, runs)
+                print(f"{size // KIB:>5} KiB: " + ", ".join(
+                    f"{name} {ms:.3f} ms ({ms / found['baseline']:.2f}x)" for name, ms in found.items()))
+        plain.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
