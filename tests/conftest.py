@@ -140,3 +140,21 @@ def legacy_file(path: Path, user_version: int = 2) -> Path:
         conn.execute(f"PRAGMA user_version = {user_version}")
     os.chmod(path, 0o600)
     return path
+
+
+def seq_of(db: Path, row_id: str) -> int:
+    """The seq of the row storing ``row_id``, as a reader of the file sees it (no index consulted)."""
+    with closing(sqlite3.connect(db)) as conn:
+        return conn.execute("SELECT seq FROM rows NOT INDEXED WHERE id = ?", (bytes.fromhex(row_id),)).fetchone()[0]
+
+
+def table_counts(db: Path) -> tuple[int, ...]:
+    """How many rows, summaries and chunks the file holds."""
+    with closing(sqlite3.connect(db)) as conn:
+        return tuple(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("rows", "summaries", "chunks"))
+
+
+def user_version(db: Path) -> int:
+    """The file's schema version."""
+    with closing(sqlite3.connect(db)) as conn:
+        return conn.execute("PRAGMA user_version").fetchone()[0]

@@ -12,7 +12,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from conftest import legacy_file
+from conftest import legacy_file, seq_of, table_counts
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
@@ -34,14 +34,6 @@ def sql(db: Path, *statements: tuple) -> None:
         conn.commit()
 
 
-def seq_of(db: Path, row_id: str) -> int:
-    with closing(sqlite3.connect(db)) as conn:
-        return conn.execute("SELECT seq FROM rows NOT INDEXED WHERE id = ?", (bytes.fromhex(row_id),)).fetchone()[0]
-
-
-def counts(db: Path) -> tuple[int, ...]:
-    with closing(sqlite3.connect(db)) as conn:
-        return tuple(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("rows", "summaries", "chunks"))
 
 
 def index_key(ring) -> IndexKey:
@@ -182,12 +174,12 @@ def test_id_column_of_the_wrong_type_or_length_never_yields_content_nor_deletes(
     value = {"text": row, "integer": int.from_bytes(raw[:7], "big"), "short": raw[:15], "long": raw + b"\0",
              "other_row": bytes.fromhex(other)}[stored]
     sql(db_path, ("UPDATE rows SET id = ? WHERE seq = ?", value, seq_of(db_path, row)))
-    before = counts(db_path)
+    before = table_counts(db_path)
     for who in (alice, bob):
         for call in (lambda w=who: vault.get(w, row), lambda w=who: vault.read(w, row, mode="full"),
                      lambda w=who: vault.delete(w, row)):
             assert outcome(vault, call) in {"notfound", "integrity"}
-    assert counts(db_path) == before
+    assert table_counts(db_path) == before
     assert vault.get(alice, other).content == "other"
 
 
@@ -196,7 +188,7 @@ def test_a_row_duplicated_at_another_seq_reads_as_itself_and_delete_takes_only_i
     sql(db_path, *copy_row(seq_of(db_path, row), 500))  # no UNIQUE on rows.id in a schema 3 file
     assert vault.get(alice, row).content == "once"
     vault.delete(alice, row)
-    assert counts(db_path) == (1, 1, 1)  # the copy at seq 500 is left; it is unreachable
+    assert table_counts(db_path) == (1, 1, 1)  # the copy at seq 500 is left; it is unreachable
     assert outcome(vault, lambda: vault.get(alice, row)) == "notfound"
 
 
@@ -215,10 +207,10 @@ def test_puts_fill_the_last_seq_then_stop_cleanly_deleting_nothing(vault, alice,
     last = vault.put(alice, "t", 2, "x", "x" * 70_000).id  # two chunks at seq 2^43 - 1
     assert seq_of(db_path, last) == MAX_SEQ - 1
     assert vault.read(alice, last, mode="range", start=69_990, end=70_000).content == "x" * 10
-    before = counts(db_path)
+    before = table_counts(db_path)
     with pytest.raises(VaultError):
         vault.put(alice, "t", 3, "x", "one too many")
-    assert counts(db_path) == before
+    assert table_counts(db_path) == before
     assert vault.get(alice, first).content == "first"
 
 
@@ -240,13 +232,13 @@ def test_an_inconsistent_index_added_to_a_new_file_never_serves_one_row_under_an
     sql(db_path, (swap, ib, ia), ("CREATE UNIQUE INDEX evil ON rows (id)",), ("PRAGMA writable_schema = ON",),
         (schema, "CREATE INDEX evil ON rows (turn_tag)"))
     sql(db_path, (swap, ia, ib), ("PRAGMA writable_schema = ON",), (schema, "CREATE UNIQUE INDEX evil ON rows (id)"))
-    before = counts(db_path)
+    before = table_counts(db_path)
     with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
         for row in (a, b):
             for call in (lambda r=row: vault.get(alice, r), lambda r=row: vault.read(alice, r, mode="full"),
                          lambda r=row: vault.delete(alice, r)):
                 assert outcome(vault, call) in {"notfound", "integrity"}
-    assert counts(db_path) == before
+    assert table_counts(db_path) == before
 
 
 def test_a_unique_index_added_to_a_new_file_makes_moved_rows_readable_as_they_were(db_path, keyring_backend, alice):
@@ -283,9 +275,9 @@ def test_a_legacy_file_mixing_random_and_new_form_ids(db_path, keyring_backend, 
         assert vault.put(alice, "t", 4, "x", "after").id not in (old, new, reuse)
     # a writer rebuilds rows without its UNIQUE constraint: lookups by seq, every moved or random id is a miss
     sql(db_path, ("CREATE TABLE r2 AS SELECT * FROM rows",), ("DROP TABLE rows",), ("ALTER TABLE r2 RENAME TO rows",))
-    before = counts(db_path)
+    before = table_counts(db_path)
     with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
         for row in (old, new, reuse):
             for call in (lambda r=row: vault.get(alice, r), lambda r=row: vault.delete(alice, r)):
                 assert outcome(vault, call) in {"notfound", "integrity"}
-    assert counts(db_path) == before
+    assert table_counts(db_path) == before

@@ -5,21 +5,15 @@ row that reuses a deleted row's seq, nor a row of another vault."""
 from __future__ import annotations
 
 import pickle
-import sqlite3
-from contextlib import closing
 
 import pytest
+from conftest import seq_of
 from memory_keyring import MemoryKeyring
 
 from keys.aead import BlockPermutation
 from keys.blind_index import IndexKey
 from keys.errors import IntegrityError
 from vault import NotFound, Vault
-
-
-def seq_of(db_path, row_id: str) -> int:
-    with closing(sqlite3.connect(db_path)) as conn:
-        return conn.execute("SELECT seq FROM rows WHERE id = ?", (bytes.fromhex(row_id),)).fetchone()[0]
 
 
 def test_aes_256_known_answer_fips_197_appendix_c3():

@@ -10,15 +10,10 @@ import sqlite3
 from contextlib import closing
 
 import pytest
-from conftest import legacy_file
+from conftest import legacy_file, user_version
 
 from vault import Principal, StorageError, Vault
 from vault.store import SCHEMA_VERSION
-
-
-def user_version(db_path) -> int:
-    with closing(sqlite3.connect(db_path)) as conn:
-        return conn.execute("PRAGMA user_version").fetchone()[0]
 
 
 def set_user_version(db_path, version: int) -> None:

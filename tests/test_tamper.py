@@ -16,7 +16,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from conftest import T0, FakeClock, legacy_file
+from conftest import T0, FakeClock, legacy_file, table_counts
 from memory_keyring import MemoryKeyring
 
 from vault import IntegrityError, KeyUnavailable, NotFound, Principal, Vault, VaultError
@@ -121,10 +121,6 @@ class Db:
         self.run("INSERT INTO chunks SELECT (? << 20) | (pos & 1048575), sealed FROM b.chunks WHERE pos >> 20 = ?",
                  seq, b_seq)
 
-
-def table_counts(path: Path) -> tuple[int, ...]:
-    with closing(sqlite3.connect(path)) as conn:
-        return tuple(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("rows", "summaries", "chunks"))
 
 
 def attempt(vault: Vault, call: Callable, tolerated: tuple = ()) -> tuple[str, object]:

@@ -15,7 +15,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from conftest import legacy_file
+from conftest import legacy_file, seq_of, table_counts, user_version
 from file_keyring import FileKeyring
 
 from vault import IntegrityError, NotFound, Principal, Vault
@@ -119,19 +119,7 @@ def ring(tmp_path, monkeypatch) -> Path:
     return path
 
 
-def seq_of(db: Path, row_id: str) -> int:
-    with closing(sqlite3.connect(db)) as conn:
-        return conn.execute("SELECT seq FROM rows WHERE id = ?", (bytes.fromhex(row_id),)).fetchone()[0]
 
-
-def table_counts(db: Path) -> tuple[int, ...]:
-    with closing(sqlite3.connect(db)) as conn:
-        return tuple(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("rows", "summaries", "chunks"))
-
-
-def user_version(db: Path) -> int:
-    with closing(sqlite3.connect(db)) as conn:
-        return conn.execute("PRAGMA user_version").fetchone()[0]
 
 
 # -- the previous release and this one on one file ------------------------------------------------------------------
