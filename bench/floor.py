@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.baseline import PlainStore
-from bench.run import KIB, MIB, OWNER, text_of
+from bench.run import KIB, MIB, OWNER, text_of, timed_ms
 from keys.datakey import DataKey
 from keys.keyset import OwnerKeyset
 from keys.testing import MemoryKeyring
@@ -60,10 +60,7 @@ def medians_ms(operations: dict[str, Callable[[], object]], runs: int) -> dict[s
     samples: dict[str, list[float]] = {name: [] for name in operations}
     for _ in range(runs):
         for name, operation in operations.items():
-            os.sync()
-            started = time.perf_counter()
-            operation()
-            samples[name].append((time.perf_counter() - started) * 1000)
+            samples[name].append(timed_ms(operation, settle=True))
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
