@@ -20,37 +20,34 @@ from pathlib import Path
 
 from bench.baseline import PlainStore
 from bench.run import KIB, MIB, OWNER, text_of, timed_ms
+from keys import CHUNK_BYTES
 from keys.datakey import DataKey
 from keys.keyset import OwnerKeyset
 from keys.testing import MemoryKeyring
 from vault import Vault
-from vault.rowformat import CHUNK_BYTES
-from vault.store import _INSERT_ROW, _NEXT_ROW, CHUNK_SHIFT
+from vault.storage import Store, StoredRow, open_store
 
 AAD = bytes(100)  # the real AADs are 100-150 bytes
 METADATA, SUMMARY = bytes(110), bytes(560)  # a 4 KiB text row's records, about
 
 
-def bare_put(vault: Vault, keyset: OwnerKeyset, text: str) -> Callable[[], None]:
-    """The vault's statements and seals for ``text``, on ``vault``'s file, and nothing else."""
-    connection = vault._store._connection()
+def bare_put(store: Store, keyset: OwnerKeyset, text: str) -> Callable[[], None]:
+    """The vault's statements (through the store contract) and seals for ``text``, on ``store``, nothing else."""
     owner_tag, turn_tag, vault_id = bytes(32), bytes(range(32)), bytes(16)
     turn_key = keyset.turn_key(1, vault_id, turn_tag)
 
     def put() -> None:
         data = memoryview(text.encode())
         data_key = DataKey.generate()
-        connection.execute("BEGIN IMMEDIATE")
-        seq, _ = connection.execute(_NEXT_ROW, (owner_tag, 1)).fetchone()
-        count = max(1, -(-len(data) // CHUNK_BYTES))
-        for index in range(count):
-            sealed = data_key.seal_chunk(index, index == count - 1, data[index * CHUNK_BYTES:][:CHUNK_BYTES], AAD)
-            connection.execute("INSERT INTO chunks (pos, sealed) VALUES (?, ?)", (seq << CHUNK_SHIFT | index, sealed))
-        summary = turn_key.seal_summary(SUMMARY, AAD)
-        connection.execute("INSERT INTO summaries (seq, sealed) VALUES (?, ?)", (seq, summary))
-        connection.execute(_INSERT_ROW, (seq, os.urandom(16), owner_tag, turn_tag, 1, time.time() + 3600, len(data),
-                                         keyset.wrap(data_key, AAD), data_key.seal_metadata(METADATA, AAD)))
-        connection.execute("COMMIT")
+        with store.transaction() as tx:
+            seq, _ = tx.next_row(owner_tag, 1)
+            count = max(1, -(-len(data) // CHUNK_BYTES))
+            for index in range(count):
+                chunk = data[index * CHUNK_BYTES:][:CHUNK_BYTES]
+                tx.insert_chunk(seq, index, data_key.seal_chunk(index, index == count - 1, chunk, AAD))
+            tx.insert_row(StoredRow(seq, os.urandom(16), owner_tag, turn_tag, 1, time.time() + 3600, len(data),
+                                    keyset.wrap(data_key, AAD), data_key.seal_metadata(METADATA, AAD)),
+                          turn_key.seal_summary(SUMMARY, AAD))
 
     return put
 
@@ -73,18 +70,19 @@ def main(argv: list[str] | None = None) -> int:
         directory = Path(scratch)
         os.chmod(directory, 0o700)
         plain = PlainStore(directory / "plain.db")
-        with Vault.open(directory / "vault.db", keyring_backend=MemoryKeyring()) as vault, \
-                Vault.open(directory / "bare.db", keyring_backend=MemoryKeyring()) as bare_file:
+        bare_store = open_store(directory / "bare.db")
+        with Vault.open(directory / "vault.db", keyring_backend=MemoryKeyring()) as vault:
             for size, runs in ((4 * KIB, args.runs), (MIB, max(5, args.runs // 5))):
                 text = text_of(size)
                 operations = {"baseline": lambda t=text: plain.put("floor", 0, "x", t),
-                              "bare put": bare_put(bare_file, OwnerKeyset.generate(), text),
+                              "bare put": bare_put(bare_store, OwnerKeyset.generate(), text),
                               "Vault.put": lambda t=text: vault.put(OWNER, "floor", 0, "x", t)}
                 for operation in operations.values():  # files, caches and keys made before timing
                     operation()
                 found = medians_ms(operations, runs)
                 print(f"{size // KIB:>5} KiB: " + ", ".join(
                     f"{name} {ms:.3f} ms ({ms / found['baseline']:.2f}x)" for name, ms in found.items()))
+        bare_store.close()
         plain.close()
     return 0
 

@@ -1,37 +1,32 @@
-"""Everything that touches key material: the AEAD, the row envelope, keysets, the keyring edge and the cache.
+"""Everything that touches key material: the AEAD, the row recipe, keysets, the keyring edge and the cache.
 
-``vault/`` uses :class:`KeyManager`, the opaque :class:`DataKey` and :class:`IndexKey` handles and the
-envelope's AAD builders; raw key bytes never leave this package.
+``vault/`` uses only what this module exports: the :class:`KeyManager`, the :class:`RowRecipe` that seals and
+opens rows (it never builds a nonce or an AAD), and the :class:`IndexKey` of blind tags and row ids; raw key
+bytes never leave this package.
 """
 
 from keys.blind_index import IndexKey, tags_equal
-from keys.datakey import DataKey
-from keys.errors import (
-    IntegrityError,
-    InvalidArgument,
-    KeyUnavailable,
-    NotFound,
-    StorageError,
-    UnsafeStorage,
-    VaultError,
-)
-from keys.keyring_store import KeyringStore, resolve_backend
+from keys.envelope import CHUNK_BYTES
+from keys.keyring_edge import KeyringEdge, resolve_backend
+from keys.keyset import MAX_VERSION as MAX_KEY_VERSION
 from keys.keyset import OwnerKeyset
-from keys.manager import KeyManager
+from keys.manager import NO_OWNER_KEYS, KeyCommitments, KeyManager
+from keys.rowseal import OpenedRow, RowRecipe, RowWriter, SealedRow, TurnSummaries
 
 __all__ = [
-    "DataKey",
+    "CHUNK_BYTES",
+    "MAX_KEY_VERSION",
+    "NO_OWNER_KEYS",
     "IndexKey",
-    "IntegrityError",
-    "InvalidArgument",
+    "KeyCommitments",
     "KeyManager",
-    "KeyUnavailable",
-    "KeyringStore",
-    "NotFound",
+    "KeyringEdge",
+    "OpenedRow",
     "OwnerKeyset",
-    "StorageError",
-    "UnsafeStorage",
-    "VaultError",
+    "RowRecipe",
+    "RowWriter",
+    "SealedRow",
+    "TurnSummaries",
     "resolve_backend",
     "tags_equal",
 ]

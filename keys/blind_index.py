@@ -102,7 +102,7 @@ class IndexKey:
     def _name_aad(vault_id: bytes, owner_tag: bytes) -> bytes:
         return encode_fields(b"scratchvault/owner-name/v1", vault_id, owner_tag)
 
-    def check_value(self, vault_id: bytes) -> bytes:
+    def commitment(self, vault_id: bytes) -> bytes:
         """A commitment to this key, stored in the database to detect a keyring that swapped it."""
         return self._mac(encode_fields(b"scratchvault/index-key-check/v1", vault_id))
 

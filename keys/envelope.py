@@ -36,7 +36,8 @@ DOMAIN_CHUNK = 0x01
 DOMAIN_META = 0x02
 DOMAIN_SUMMARY = 0x03  # format 1 summaries under the DEK (read only)
 SUMMARY_V2 = 0x04  # first byte of a format 2 summary blob (under a turn summary key, not a DEK)
-MAX_CHUNKS = 1 << 20  # the chunk counter is far wider; this bound comes from the store's chunk keys
+CHUNK_BYTES = 64 * 1024  # plaintext bytes per content chunk, at most
+CHUNK_COUNTER_LIMIT = 1 << 80  # the nonce's 10-byte counter; each store declares its own, smaller, chunks per row
 
 
 def encode_fields(label: bytes, *fields: bytes) -> bytes:
@@ -48,13 +49,12 @@ def encode_fields(label: bytes, *fields: bytes) -> bytes:
     return b"".join(parts)
 
 
-@dataclass(slots=True)  # not frozen: made per row or chunk, and a frozen __init__ is slow
+@dataclass(slots=True)
 class RowContext:
     """What every sealed part of a row is bound to: the vault and the row."""
 
     vault_id: bytes
     row_id: bytes
-
 
 
 def _label(purpose: bytes) -> bytes:
@@ -152,7 +152,7 @@ def context_digest(user_id: str, turn_id: str, step_num: int, executor_name: str
 
 def chunk_nonce(index: int, last: bool) -> bytes:
     """STREAM nonce: domain byte, 80-bit big-endian counter, last-chunk flag."""
-    if not 0 <= index < MAX_CHUNKS:
+    if not 0 <= index < CHUNK_COUNTER_LIMIT:
         raise IntegrityError("chunk index out of range")
     return bytes([DOMAIN_CHUNK]) + index.to_bytes(10, "big") + (b"\x01" if last else b"\x00")
 

@@ -21,7 +21,7 @@ from keys.turnkey import TurnKey, derive
 
 KEYSET_FORMAT = "scratchvault-keyset/1"
 WRAPPED_SIZE = NONCE_SIZE + KEY_SIZE + TAG_SIZE
-MAX_VERSION = 2**31 - 1
+MAX_VERSION = 2**31 - 1  # a version is 4 bytes in key derivations and commitments
 TURN_KEY_CACHE_SIZE = 256  # derived turn summary keys kept per keyset (cheap to derive again)
 MAX_ENTRY_CHARS = 1 << 20  # far above any real keyset; bounds what a lying keyring can make us parse
 MALFORMED = (
@@ -33,13 +33,13 @@ MALFORMED = (
 class OwnerKeyset:
     """An owner's key versions and which one is primary; wraps new DEKs under the primary version."""
 
-    __slots__ = ("_checks", "_ciphers", "_keys", "_turn_keys", "primary")
+    __slots__ = ("_ciphers", "_commitment_cache", "_keys", "_turn_keys", "primary")
 
     def __init__(self, primary: int, keys: dict[int, bytes]) -> None:
         self.primary = primary
         self._keys = dict(keys)
         self._ciphers = {version: Aead(raw) for version, raw in self._keys.items()}
-        self._checks: dict[tuple[int, bytes], bytes] = {}  # every put compares one; computed once
+        self._commitment_cache: dict[tuple[int, bytes], bytes] = {}  # every put compares one; computed once
         self._turn_keys: dict[tuple[int, bytes, bytes], TurnKey] = {}
 
     @classmethod
@@ -96,16 +96,16 @@ class OwnerKeyset:
             self._turn_keys[key] = found
         return found
 
-    def check_value(self, version: int, vault_id: bytes) -> bytes:
+    def commitment(self, version: int, vault_id: bytes) -> bytes:
         """A commitment to one key version, stored in the database to detect a keyring that swapped keys.
         It is an HMAC under a key derived from the version's key (HKDF-Expand, one block), so no value keyed
         by the wrapping key itself is stored (threat_model.md, "Key hierarchy", names the key's two uses)."""
-        value = self._checks.get((version, vault_id))
+        value = self._commitment_cache.get((version, vault_id))
         if value is None:
             check_key = hmac.new(self._keys[version], b"scratchvault/key-check-key/v1\x01", hashlib.sha256).digest()
             message = encode_fields(b"scratchvault/key-check/v1", vault_id, version.to_bytes(4, "big"))
             value = hmac.new(check_key, message, hashlib.sha256).digest()
-            self._checks[(version, vault_id)] = value
+            self._commitment_cache[(version, vault_id)] = value
         return value
 
     def serialize(self) -> str:

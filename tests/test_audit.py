@@ -12,7 +12,8 @@ from datetime import datetime
 import pytest
 
 from vault import IntegrityError, InvalidArgument, KeyUnavailable, NotFound, Principal, Vault
-from vault import store as store_module
+from vault.audit import AuditTrail
+from vault.storage.sqlite import store as store_module
 
 CONTENT = "CANARY-CONTENT-zx " * 500
 USER, TURN, EXEC = "CANARY-USER-carol", "CANARY-TURN-7", "CANARY-EXEC-shell"
@@ -185,7 +186,7 @@ def test_unbuildable_tags_leave_a_minimal_record_and_the_operation_works(vault, 
 
 def test_no_record_is_built_unless_the_logger_is_enabled_for_info(vault, monkeypatch):
     built: list[tuple] = []
-    monkeypatch.setattr(Vault, "_audit", lambda *args, **kwargs: built.append(args))
+    monkeypatch.setattr(AuditTrail, "record", lambda *args, **kwargs: built.append(args))
     assert logging.getLogger("scratchvault.audit").getEffectiveLevel() > logging.INFO
     row = vault.put(CAROL, TURN, 1, EXEC, "x").id
     assert vault.read(CAROL, row).content == "x" and built == []

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from file_keyring import load, save
 
-from vault import cli as cli_module
-from vault import commands
+from vault.ops import cli as cli_module
+from vault.ops import commands
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTENT = "CANARY-CONTENT-q7 " * 300

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from vault import IntegrityError, NotFound, Principal, UnsafeStorage, Vault
+from vault.storage.sqlite.store import SqliteReads
 
 ALICE, BOB = Principal("alice"), Principal("bob")
 
@@ -75,21 +76,20 @@ def test_a_read_racing_a_delete_and_a_put_sees_one_consistent_row(vault, db_path
     """Another thread deletes alice's row and bob's put reuses its seq between two statements of alice's
     read: the read sees its snapshot (alice's content), never another row's chunks (a false tamper alarm)."""
     rep = vault.put(ALICE, "t", 1, "x", "alice data")
-    store = vault._store
-    original = store.read_chunks
+    original = SqliteReads.read_chunks
 
-    def racing(seq, first, last):
+    def racing(reads, seq, first, last):
         def other_thread():
             vault.delete(ALICE, rep.id)
             vault.put(BOB, "t", 1, "x", "bob data")
         worker = threading.Thread(target=other_thread)
         worker.start()
         worker.join()
-        return original(seq, first, last)
+        return original(reads, seq, first, last)
 
-    monkeypatch.setattr(store, "read_chunks", racing)
+    monkeypatch.setattr(SqliteReads, "read_chunks", racing)
     assert vault.read(ALICE, rep.id).content == "alice data"
-    monkeypatch.setattr(store, "read_chunks", original)
+    monkeypatch.setattr(SqliteReads, "read_chunks", original)
     assert vault.stats()["counters"]["integrity_failures"] == 0
     with pytest.raises(NotFound):
         vault.read(ALICE, rep.id)

@@ -14,7 +14,7 @@ from conftest import legacy_file
 
 from keys.testing import MemoryKeyring
 from vault import Principal, Vault
-from vault.doctor import diagnose
+from vault.ops.doctor import diagnose
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from vault import InvalidArgument, Principal
 from vault.engine import FAULT, NOT_FOUND, Scratchpad
-from vault.tool_args import MAX_UNITS
+from vault.engine.tool_args import MAX_UNITS
 
 TEXT = "".join(f"line {i:05}\n" for i in range(2000))  # 22,000 chars
 FIELDS = ["id", "mode", "n", "start", "end"]

@@ -73,16 +73,16 @@ import os, signal, sys
 sys.path[:0] = [sys.argv[3], sys.argv[4]]
 from test_concurrency import FileKeyring
 from vault import Vault
-from vault.store import SqliteStore
+from vault.storage.sqlite.store import SqliteWriteTx
 updates = 0
-original = SqliteStore.update_wrapped_key
-def dying(connection, seq, version, wrapped, summary):
+original = SqliteWriteTx.update_wrapped_key
+def dying(tx, seq, version, wrapped, summary):
     global updates
     updates += 1
     if updates == int(sys.argv[5]):
         os.kill(os.getpid(), signal.SIGKILL)  # mid-batch: that batch's transaction never commits
-    original(connection, seq, version, wrapped, summary)
-SqliteStore.update_wrapped_key = staticmethod(dying)
+    original(tx, seq, version, wrapped, summary)
+SqliteWriteTx.update_wrapped_key = dying
 with Vault.open(sys.argv[1], keyring_backend=FileKeyring(sys.argv[2])) as vault:
     vault.rewrap("alice", batch=20)
 """

@@ -11,7 +11,7 @@ import time
 import pytest
 from keyring.backend import KeyringBackend
 
-from keys.keyring_store import KeyringStore
+from keys.keyring_edge import KeyringEdge
 from keys.testing import MemoryKeyring
 from vault import InvalidArgument, KeyUnavailable, NotFound, Principal, Vault
 
@@ -74,7 +74,7 @@ def test_a_stale_cache_after_shred_and_re_creation_neither_wraps_nor_reads_with_
 
 def test_a_timed_out_keyring_write_blocks_further_writes_to_that_entry_until_it_lands():
     ring = GatedKeyring()
-    store = KeyringStore(ring, timeout=0.2)
+    store = KeyringEdge(ring, timeout=0.2)
     ring.armed = True
     with pytest.raises(KeyUnavailable, match="did not answer"):
         store.set("svc", "entry", "first")

@@ -10,7 +10,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from vault import IntegrityError
-from vault.rowformat import _META_HEADER, KINDS, Metadata
+from vault.row.format import _META_HEADER, KINDS, Metadata
+from vault.storage.sqlite.schema import MAX_CHUNKS
 
 U64 = st.integers(0, 2**64 - 1)
 FINITE = st.floats(allow_nan=False, allow_infinity=False)
@@ -29,7 +30,7 @@ def records(draw: st.DrawFn) -> Metadata:
 
 def decoded_or_integrity_error(raw: bytes) -> None:
     try:
-        metadata = Metadata.decode(raw)
+        metadata = Metadata.decode(raw, MAX_CHUNKS)
     except IntegrityError:
         return
     assert metadata.content_kind in KINDS and sum(metadata.chunk_units) == metadata.size_units
@@ -42,7 +43,7 @@ def decoded_or_integrity_error(raw: bytes) -> None:
 @example(Metadata("é", None, "", "t", 2**53 - 1, "", "binary", 2**64 - 1, 131072, (65536, 65536), -0.0, 1e300))
 def test_metadata_round_trips_every_valid_record(metadata):
     raw = metadata.encode()
-    assert raw[0] == 2 and Metadata.decode(raw) == metadata
+    assert raw[0] == 2 and Metadata.decode(raw, MAX_CHUNKS) == metadata
 
 
 @settings(max_examples=300, deadline=None)
@@ -50,14 +51,14 @@ def test_metadata_round_trips_every_valid_record(metadata):
 def test_metadata_decode_of_damaged_encodings_is_integrity_error_or_a_record(metadata, data):
     raw = metadata.encode()
     with pytest.raises(IntegrityError):
-        Metadata.decode(raw[:data.draw(st.integers(0, len(raw) - 1))])  # truncated
+        Metadata.decode(raw[:data.draw(st.integers(0, len(raw) - 1))], MAX_CHUNKS)  # truncated
     with pytest.raises(IntegrityError):
-        Metadata.decode(raw + data.draw(st.binary(min_size=1, max_size=8)))  # extended
+        Metadata.decode(raw + data.draw(st.binary(min_size=1, max_size=8)), MAX_CHUNKS)  # extended
     fields, body = list(_META_HEADER.unpack_from(raw)), raw[_META_HEADER.size:]
     for at, value in ((0, data.draw(st.integers(0, 255).filter(lambda v: v not in (2, 123)))),
                       (6, data.draw(st.integers(3, 255)))):
         with pytest.raises(IntegrityError):  # unknown format byte, unknown kind
-            Metadata.decode(_META_HEADER.pack(*fields[:at], value, *fields[at + 1:]) + body)
+            Metadata.decode(_META_HEADER.pack(*fields[:at], value, *fields[at + 1:]) + body, MAX_CHUNKS)
     fields[7:] = data.draw(st.lists(st.integers(0, 2**32 - 1) | st.integers(0, 40), min_size=6, max_size=6))
     decoded_or_integrity_error(_META_HEADER.pack(*fields) + body)  # wrong lengths and run counts
     flipped = bytearray(raw)
@@ -79,7 +80,7 @@ def test_a_run_count_past_the_chunk_limit_is_refused_before_anything_is_allocate
     fields = list(_META_HEADER.unpack_from(raw))
     fields[-1] = 2**32 - 1
     with pytest.raises(IntegrityError):
-        Metadata.decode(_META_HEADER.pack(*fields) + raw[_META_HEADER.size:])
+        Metadata.decode(_META_HEADER.pack(*fields) + raw[_META_HEADER.size:], MAX_CHUNKS)
 
 
 def test_format_1_json_records_still_parse():
@@ -88,6 +89,6 @@ def test_format_1_json_records_still_parse():
                          "step_num": 3, "executor_name": "web", "content_kind": "text", "size_bytes": 70000,
                          "size_units": 70000, "chunk_units": [[65536, 1], [4464, 1]], "created_at": 1.5,
                          "expires_at": 2.5}, separators=(",", ":")).encode()
-    assert Metadata.decode(legacy) == metadata
+    assert Metadata.decode(legacy, MAX_CHUNKS) == metadata
     with pytest.raises(IntegrityError):  # a format 1 record that says it is another format
-        Metadata.decode(legacy.replace(b'"format":1', b'"format":2'))
+        Metadata.decode(legacy.replace(b'"format":1', b'"format":2'), MAX_CHUNKS)

@@ -21,7 +21,7 @@ from keys.aead import BlockPermutation
 from keys.blind_index import IndexKey
 from keys.keyset import parse_single_key
 from vault import IntegrityError, NotFound, Vault, VaultError
-from vault.store import MAX_SEQ
+from vault.storage.sqlite.schema import MAX_SEQ
 
 COLUMNS = "id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata"
 
@@ -90,7 +90,7 @@ def test_row_id_key_is_hkdf_expand_of_the_index_key_and_apart_from_its_other_out
     assert BlockPermutation(row_key).encrypt(bytes(16)) == index._row_ids.encrypt(bytes(16))
     others = {index._mac(b"scratchvault/audit-key/v1\x01"), index._mac(b"scratchvault/owner-name-key/v1\x01"),
               index.owner_tag(""), index.owner_tag("scratchvault/row-id-key/v1\x01"), index.turn_tag(b"", ""),
-              index.check_value(b"")}
+              index.commitment(b"")}
     assert row_key not in others
 
 

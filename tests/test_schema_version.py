@@ -13,7 +13,7 @@ import pytest
 from conftest import legacy_file, user_version
 
 from vault import Principal, StorageError, Vault
-from vault.store import SCHEMA_VERSION
+from vault.storage.sqlite.schema import SCHEMA_VERSION
 
 
 def set_user_version(db_path, version: int) -> None:

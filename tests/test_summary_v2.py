@@ -1,6 +1,7 @@
 """Summary format 2: the AAD fast paths equal the general layout, the binary SummaryRecord round-trips and
 rejects damage, attacks on stored format 2 summaries are detected, rotation re-seals them, a stale keyset in
-another Vault is reloaded (not reported as tampering), and new_representation equals Representation."""
+another Vault is reloaded (not reported as tampering), and the representation builder equals Representation's
+constructor."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from hypothesis import strategies as st
 
 from keys.envelope import RowContext, encode_fields, meta_aad, summary_aad, summary_aad_v2, summary_aads_v2
 from vault import IntegrityError, Principal, Representation, Vault
-from vault.model import new_representation
-from vault.rowformat import _SUMMARY_HEADER, KINDS, SummaryRecord
+from vault.model import representation
+from vault.row.format import _SUMMARY_HEADER, KINDS, SummaryRecord
 
 ALICE, BOB = Principal("alice"), Principal("bob")
 U64 = st.integers(0, 2**64 - 1)
@@ -268,14 +269,18 @@ def test_a_stale_cached_keyset_is_reloaded_once_per_listing_not_once_per_row(shr
     assert keyring_backend.reads - reads <= 1
 
 
-# -- 6. new_representation -------------------------------------------------------------------------------
+# -- 6. the representation builder ------------------------------------------------------------------------
 @settings(max_examples=100, deadline=None)
-@given(args=st.tuples(TEXT, st.sampled_from(KINDS), U64, TEXT, TEXT, st.integers(0, 2**53 - 1), TEXT, FINITE,
-                      FINITE, st.dictionaries(TEXT, SCALARS, max_size=3)))
-def test_new_representation_equals_representation_and_is_frozen(args):
-    fast, slow = new_representation(*args), Representation(*args)
+@given(args=st.tuples(st.binary(min_size=16, max_size=16), U64, FINITE, st.integers(0, 2**53 - 1), TEXT,
+                      st.sampled_from(KINDS), U64, FINITE, TEXT, st.dictionaries(TEXT, SCALARS, max_size=3)))
+def test_the_representation_builder_equals_the_constructor_and_is_frozen(args):
+    row_id, size_bytes, expires_at, step, executor, kind, units, created_at, summary, retained = args
+    fast = representation(*args)
+    fields = (row_id.hex(), kind, size_bytes, summary, fast.ref_hint, step, executor, created_at, expires_at, retained)
+    slow = Representation(*fields)
     assert type(fast) is Representation and fast == slow and fast.to_dict() == slow.to_dict()
-    assert [getattr(fast, f.name) for f in dataclasses.fields(Representation)] == list(args)
+    assert [getattr(fast, f.name) for f in dataclasses.fields(Representation)] == list(fields)
+    assert row_id.hex() in fast.ref_hint and f"{units:,}" in fast.ref_hint
     for name in (f.name for f in dataclasses.fields(Representation)):
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(fast, name, 1)

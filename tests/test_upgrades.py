@@ -42,7 +42,7 @@ CREATE TABLE owner_keys (owner_tag BLOB NOT NULL, version INTEGER NOT NULL, chec
 CHILD = r"""
 import json, sys
 from vault import Principal, Vault, VaultError
-from vault.store import SCHEMA_VERSION
+from vault.store import SCHEMA_VERSION  # the previous release's layout
 from file_keyring import FileKeyring
 try:
     vault = Vault.open(sys.argv[1], keyring_backend=FileKeyring())
@@ -129,7 +129,7 @@ def test_the_previous_release_still_running_when_the_schema_is_raised_shares_eve
         assert old.opened == 2
         a1 = old("put", "alice", 1, "old one")
         with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
-            assert user_version(db_path) == 3 and new._store.ids_name_seqs is False
+            assert user_version(db_path) == 3 and new._store._ids_indexed is True
             n2 = new.put(ALICE, "t", 2, "x", "new two").id
             assert new.get(ALICE, a1).content == "old one" and old("get", "alice", n2) == "new two"
             a3 = old("put", "alice", 3, "old three")  # a random id, written after the raise
@@ -183,7 +183,7 @@ def first_layout(path: Path) -> Path:
 def test_a_file_made_before_schema_3_serves_every_operation_by_its_id_index(db_path, keyring_backend, clock, layout):
     {"v1_autoincrement": first_layout, "v1": lambda p: legacy_file(p, 1), "v2": legacy_file}[layout](db_path)
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
-        assert vault._store.ids_name_seqs is False
+        assert vault._store._ids_indexed is True
         ids = [vault.put(ALICE, "t", step, "x", f"row {step}", ttl_seconds=60).id for step in range(3)]
         top = vault.put(BOB, "t", 1, "x", "bob's top").id
         vault.delete(BOB, top)

@@ -32,7 +32,9 @@ from keys.envelope import (
 from keys.errors import IntegrityError
 from keys.keyset import OwnerKeyset, parse_single_key
 from vault import Principal, Vault
-from vault.rowformat import Metadata, SummaryRecord, chunked, text_pieces
+from vault.row.chunks import chunked, text_pieces
+from vault.row.format import Metadata, SummaryRecord
+from vault.storage.sqlite.schema import MAX_CHUNKS
 
 VECTORS = Path(__file__).parent / "vectors"
 WYCHEPROOF = json.loads((VECTORS / "wycheproof_aes_gcm_256_96.json").read_text())
@@ -109,15 +111,15 @@ def expected_summary() -> SummaryRecord:
 def test_row_format_v1_sealing_reproduces_every_frozen_value():
     index, keyset, data_key, ctx = parts()
     user, turn, version, expires = IN["user_id"], IN["turn_id"], IN["key_version"], IN["expires_at"]
-    chunks = list(chunked(text_pieces(IN["plaintext"]), text=True))
+    chunks = list(chunked(text_pieces(IN["plaintext"]), text=True, max_chunks=MAX_CHUNKS))
     assert [len(c.data) for c in chunks] == out("chunk_bytes") and [c.units for c in chunks] == out("chunk_units")
     assert [c.last for c in chunks] == [False, True]
     owner_tag, size = index.owner_tag(user), sum(len(c.data) for c in chunks)
     assert owner_tag == out("owner_tag")
     assert index.turn_tag(owner_tag, turn) == out("turn_tag")
     assert size == out("size_bytes")
-    assert index.check_value(ctx.vault_id) == out("index_key_check")
-    assert keyset.check_value(version, ctx.vault_id) == out("owner_key_check")
+    assert index.commitment(ctx.vault_id) == out("index_key_check")
+    assert keyset.commitment(version, ctx.vault_id) == out("owner_key_check")
     digest = context_digest(user, turn, IN["step_num"], IN["executor_name"], IN["content_kind"])
     assert digest == out("context_digest")
     assert wrap_aad(ctx, user, version) == out("wrap_aad")
@@ -126,7 +128,7 @@ def test_row_format_v1_sealing_reproduces_every_frozen_value():
     assert chunk_aad(ctx, digest) == out("chunk_aad")
     assert keyset._wrap_with_nonce(data_key, out("wrap_aad"), raw("wrap_nonce")) == out("wrapped_key")
     # format 1 records are no longer written, only read: the frozen records must still parse to the inputs
-    assert Metadata.decode(out("metadata_plaintext")) == expected_metadata()
+    assert Metadata.decode(out("metadata_plaintext"), MAX_CHUNKS) == expected_metadata()
     assert data_key._seal_with_nonce(raw("metadata_nonce"), out("metadata_plaintext"),
                                      out("metadata_aad")) == out("sealed_metadata")
     assert SummaryRecord.decode_v1(out("summary_plaintext")) == expected_summary()
@@ -143,7 +145,8 @@ def test_row_format_v1_sealing_reproduces_every_frozen_value():
 def test_row_format_v1_frozen_bytes_open_back_to_the_inputs():
     _, keyset, _, _ = parts()
     data_key = keyset.unwrap(IN["key_version"], out("wrapped_key"), out("wrap_aad"))
-    assert Metadata.decode(data_key.open_metadata(out("sealed_metadata"), out("metadata_aad"))) == expected_metadata()
+    opened = data_key.open_metadata(out("sealed_metadata"), out("metadata_aad"))
+    assert Metadata.decode(opened, MAX_CHUNKS) == expected_metadata()
     assert SummaryRecord.decode_v1(data_key.open_summary(out("sealed_summary"), out("summary_aad"))) == \
         expected_summary()
     last = len(out("chunk_bytes")) - 1
@@ -165,7 +168,7 @@ def test_row_format_v1_keyring_entries_parse_to_the_frozen_keys():
     assert (owner_service, owner_user) == (f"scratchvault/{vault_hex}/owner", out("owner_tag").hex())
     keyset = OwnerKeyset.parse(owner_entry)
     assert keyset.primary == IN["key_version"] and keyset.versions == (IN["key_version"],)
-    assert keyset.check_value(IN["key_version"], raw("vault_id")) == out("owner_key_check")
+    assert keyset.commitment(IN["key_version"], raw("vault_id")) == out("owner_key_check")
     assert json.loads(owner_entry) == json.loads(parts()[1].serialize())
 
 
@@ -178,7 +181,7 @@ def test_row_format_v2_records_reproduce_every_frozen_value_and_open_back():
     assert expected_metadata().encode() == out_v2("metadata_plaintext")
     assert data_key._seal_with_nonce(bytes.fromhex(ROW_V2["inputs"]["metadata_nonce"]), out_v2("metadata_plaintext"),
                                      out("metadata_aad")) == out_v2("sealed_metadata")
-    assert Metadata.decode(data_key.open_metadata(out_v2("sealed_metadata"), out("metadata_aad"))) == \
+    assert Metadata.decode(data_key.open_metadata(out_v2("sealed_metadata"), out("metadata_aad")), MAX_CHUNKS) == \
         expected_metadata()
     version, turn_tag = IN["key_version"], out("turn_tag")
     aad = summary_aad_v2(ctx, out("owner_tag"), turn_tag, IN["expires_at"], out("size_bytes"), version)

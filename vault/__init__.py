@@ -1,6 +1,6 @@
 """scratchvault: an encrypted-at-rest, ownership-checked store for large agent tool outputs."""
 
-from vault.api import Vault
+from vault.engine.tool import SCRATCHPAD_READ_TOOL, tool_declaration
 from vault.errors import (
     IntegrityError,
     InvalidArgument,
@@ -11,7 +11,7 @@ from vault.errors import (
     VaultError,
 )
 from vault.model import Principal, ReadResult, Record, Representation
-from vault.tool import SCRATCHPAD_READ_TOOL, tool_declaration
+from vault.vault import Vault
 
 __all__ = [
     "SCRATCHPAD_READ_TOOL",

@@ -2,6 +2,6 @@
 
 import sys
 
-from vault.cli import main
+from vault.ops.cli import main
 
 sys.exit(main())

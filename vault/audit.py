@@ -30,14 +30,12 @@ import os
 from collections.abc import Callable
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from keys.errors import IntegrityError, InvalidArgument, KeyUnavailable, NotFound, VaultError
+from keys import IndexKey, KeyManager
+from vault.errors import IntegrityError, InvalidArgument, KeyUnavailable, NotFound, VaultError
 from vault.inputs import check_optional_identifier, parse_row_id
 from vault.model import Principal
-
-if TYPE_CHECKING:
-    from keys import IndexKey, KeyManager
 
 AUDIT_LOGGER = "scratchvault.audit"
 audit_log = logging.getLogger(AUDIT_LOGGER)
@@ -74,15 +72,15 @@ def note(**details: bool | int | str) -> None:
 
 
 def audited(operation: str) -> Callable[[F], F]:
-    """Decorate a Vault method: each call emits one record, ``ok`` or the outcome of the error it raised
-    (which is re-raised unchanged). The principal, ``user_id``, ``turn_id`` and ``id`` come from the call's
-    arguments, counts from its result."""
+    """Decorate a method of an object whose ``_audit`` is an :class:`AuditTrail`: each call emits one record,
+    ``ok`` or the outcome of the error it raised (re-raised unchanged). The principal, ``user_id``, ``turn_id``
+    and ``id`` come from the call's arguments, counts from its result."""
 
     def decorate(method: F) -> F:
         signature = inspect.signature(method)
 
         @functools.wraps(method)
-        def wrapper(self: Audited, *args: Any, **kwargs: Any) -> Any:
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
             if not audit_log.isEnabledFor(logging.INFO):
                 return method(self, *args, **kwargs)
             details: dict[str, Any] = {}
@@ -97,7 +95,7 @@ def audited(operation: str) -> Callable[[F], F]:
                 raise
             finally:
                 _CALL.reset(token)
-                self._audit_call(operation, outcome, _arguments(signature, self, args, kwargs), result, details)
+                self._audit.record(operation, outcome, _arguments(signature, self, args, kwargs), result, details)
 
         return wrapper  # type: ignore[return-value]
 
@@ -112,13 +110,14 @@ def _arguments(signature: inspect.Signature, owner: object, args: tuple, kwargs:
         return {}
 
 
-class Audited:
-    """Mixed into Vault: builds and emits audit records, and tells an auditor which tag is whose."""
+class AuditTrail:
+    """Builds and emits a vault's audit records, and tells an auditor which tag is whose."""
 
-    _keys: KeyManager
+    def __init__(self, keys: KeyManager) -> None:
+        self._keys = keys
 
-    def audit_tags(self, *, user_id: str | None = None, actor: str | None = None, channel: str | None = None,
-                   turn_id: str | None = None) -> dict[str, str]:
+    def tags(self, *, user_id: str | None = None, actor: str | None = None, channel: str | None = None,
+             turn_id: str | None = None) -> dict[str, str]:
         """The tags these identifiers carry in this vault's audit records (keys user, actor, channel, turn),
         so an auditor holding the keyring can find one user's records; only the identifiers given."""
         names = {"user": check_optional_identifier(user_id, "user_id"),
@@ -128,22 +127,22 @@ class Audited:
         index = self._keys.index_key()
         return {kind: index.audit_tag(kind, value) for kind, value in names.items() if value is not None}
 
-    def _audit_call(self, operation: str, outcome: str, arguments: dict[str, Any], result: object,
-                    details: dict[str, Any]) -> None:
+    def record(self, operation: str, outcome: str, arguments: dict[str, Any], result: object,
+               details: dict[str, Any]) -> None:
         """Emit the record of one decorated call (never raises)."""
         try:
             if outcome == "ok" and operation in _RESULT_FIELDS:
                 details = {**details, **_RESULT_FIELDS[operation](result)}
             principal = arguments.get("principal")
-            self._audit(operation, outcome, principal if isinstance(principal, Principal) else None,
+            self._emit(operation, outcome, principal if isinstance(principal, Principal) else None,
                         row=details.pop("row", arguments.get("id")), user_id=arguments.get("user_id"),
                         turn_id=arguments.get("turn_id"), **details)
         except Exception:  # a record is never worth failing an operation for
             with contextlib.suppress(Exception):
-                self._audit(operation, outcome, audit_error=True)
+                self._emit(operation, outcome, audit_error=True)
 
-    def _audit(self, operation: str, outcome: str, principal: Principal | None = None, *, row: object = None,
-               user_id: object = None, turn_id: object = None, **details: Any) -> None:
+    def _emit(self, operation: str, outcome: str, principal: Principal | None = None, *, row: object = None,
+              user_id: object = None, turn_id: object = None, **details: Any) -> None:
         """Emit one audit record at INFO; identifiers become tags, anything that fails to build is left out."""
         record: dict[str, Any] = {"time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
                                   "op": operation, "outcome": outcome}

@@ -1,4 +1,4 @@
-"""Re-export of the error hierarchy defined at the bottom, in ``keys/errors.py``."""
+"""The error hierarchy, defined at the bottom (``keys/errors.py``) and re-exported here for ``vault/``."""
 
 from keys.errors import (
     IntegrityError,

@@ -9,7 +9,7 @@ import math
 import re
 from typing import Any
 
-from keys.errors import InvalidArgument
+from vault.errors import InvalidArgument
 
 MAX_IDENTIFIER_BYTES = 1024
 MAX_STEP = 2**53 - 1  # exactly representable in JSON consumers that use doubles
@@ -83,11 +83,16 @@ def check_read_args(mode: object, n: object, start: object, end: object) -> tupl
     count = _non_negative(n, "n")
     first = None if start is None else _non_negative(start, "start")
     last = None if end is None else _non_negative(end, "end")
-    if mode != "range" and (first is not None or last is not None):
-        raise InvalidArgument("start and end are only used with mode='range'")
-    if first is not None and last is not None and last < first:
-        raise InvalidArgument("end must not be less than start")
+    check_read_window(mode, first, last)
     return mode, count, first, last
+
+
+def check_read_window(mode: str, start: int | None, end: int | None) -> None:
+    """start and end only with range, and end not before start (the vault's rule and the tool's)."""
+    if mode != "range" and (start is not None or end is not None):
+        raise InvalidArgument("start and end are only allowed with mode 'range'")
+    if start is not None and end is not None and end < start:
+        raise InvalidArgument("end must not be less than start")
 
 
 def _non_negative(value: object, name: str) -> int:

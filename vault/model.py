@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from vault.errors import InvalidArgument
 from vault.inputs import check_identifier, check_optional_identifier
 
 ContentKind = str  # "text" | "binary" | "json"
@@ -29,6 +30,12 @@ class Principal:
 
     def __repr__(self) -> str:
         return "Principal(<redacted>)"
+
+
+def check_principal(principal: object) -> None:
+    """A Principal (the runtime's, never the model's); anything else is the caller's bug."""
+    if not isinstance(principal, Principal):
+        raise InvalidArgument(f"principal must be a Principal, not {type(principal).__name__}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,24 +71,27 @@ class Representation:
         return f"Representation(id={self.id!r}, content_kind={self.content_kind!r}, size_bytes={self.size_bytes})"
 
 
-# Representation(...) for listings, which make thousands: the frozen dataclass __init__ sets each of the ten
-# fields through object.__setattr__ (1.2 us); this sets the same slots through their descriptors (0.6 us). The
-# result is an ordinary, equally frozen Representation (tests/test_summary_v2.py compares the two).
+# A listing makes thousands: the frozen dataclass __init__ sets each field through object.__setattr__, and setting
+# the same slots through their descriptors takes half the time (README, "Performance").
 _NEW = object.__new__
 (_ID, _KIND, _SIZE, _SUMMARY, _HINT, _STEP, _EXECUTOR, _CREATED, _EXPIRES, _RETAINED) = (
     getattr(Representation, name).__set__ for name in Representation.__dataclass_fields__)
 
 
-def new_representation(id: str, content_kind: ContentKind, size_bytes: int, summary: str, ref_hint: str,
-                       step_num: int, executor_name: str, created_at: float, expires_at: float,
-                       retained: dict[str, Any]) -> Representation:
-    """``Representation(...)`` with the same positional fields, at half the cost (see above)."""
+def representation(row_id: bytes, size_bytes: int, expires_at: float, step_num: int, executor_name: str,
+                   content_kind: str, size_units: int, created_at: float, summary: str,
+                   retained: dict[str, Any]) -> Representation:
+    """What the model sees of a row (how the vault builds every Representation): its clear columns, its summary
+    record's fields in SummaryRecord's order, and the hint that tells the model how to read more."""
+    row = row_id.hex()
+    unit = "bytes" if content_kind == "binary" else "chars"
     rep = _NEW(Representation)
-    _ID(rep, id)
+    _ID(rep, row)
     _KIND(rep, content_kind)
     _SIZE(rep, size_bytes)
     _SUMMARY(rep, summary)
-    _HINT(rep, ref_hint)
+    _HINT(rep, f'Call scratchpad_read with {{"id": "{row}", "mode": "head", "n": 2000}} (or "tail", or "range" '
+               f'with start/end) to read a slice; the full content is {size_units:,} {unit}.')
     _STEP(rep, step_num)
     _EXECUTOR(rep, executor_name)
     _CREATED(rep, created_at)

@@ -13,8 +13,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from keys.errors import InvalidArgument
-from vault.tool import SCRATCHPAD_READ_TOOL
+from vault.engine.tool import SCRATCHPAD_READ_TOOL
+from vault.errors import InvalidArgument
+from vault.inputs import check_read_window
 
 SCHEMA: dict[str, Any] = SCRATCHPAD_READ_TOOL["parameters"]
 FIELDS = frozenset(SCHEMA["properties"])
@@ -58,10 +59,7 @@ def parse_arguments(arguments: object) -> ReadRequest:
     n = _units(arguments.get("n", DEFAULT_N), "n")
     start = _units(arguments["start"], "start") if "start" in arguments else None
     end = _units(arguments["end"], "end") if "end" in arguments else None
-    if mode != "range" and (start is not None or end is not None):
-        raise InvalidArgument("start and end are only allowed with mode 'range'")
-    if start is not None and end is not None and end < start:
-        raise InvalidArgument("end must not be less than start")
+    check_read_window(mode, start, end)
     return ReadRequest(row_id, mode, n, start, end)
 
 

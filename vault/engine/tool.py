@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from keys.errors import InvalidArgument
+from vault.errors import InvalidArgument
 
 _PARAMETERS: dict[str, Any] = {
     "type": "object",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from vault.rowformat import Chunk, clean_text
+from vault.row.chunks import Chunk, clean_text
 
 EDGE_CHARS = 240  # characters shown from each end of long text
 WHOLE_TEXT_CHARS = 2 * EDGE_CHARS + 40  # up to this, the summary shows the text whole

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import platformdirs
 
-from keys.errors import InvalidArgument, UnsafeStorage
+from vault.errors import InvalidArgument, UnsafeStorage
 
 DEFAULT_NAME = "scratchpad.db"
 

@@ -1,6 +1,6 @@
 """The subcommands of ``scratchvault``: each opens the database, makes one library call and prints the result.
 
-Errors are not handled here: every VaultError goes up to ``vault.cli.main``, which turns it into one line on
+Errors are not handled here: every VaultError goes up to ``vault.ops.cli.main``, which turns it into one line on
 stderr and an exit code. Output is text for people, or JSON with ``--json``; content is written only by
 ``read`` (it is the operator's to read), never in an error.
 """
@@ -18,10 +18,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from keys.errors import InvalidArgument, StorageError
-from vault import paths, store
-from vault.api import Vault
+from vault import storage
+from vault.errors import InvalidArgument, StorageError
 from vault.model import Principal
+from vault.vault import Vault
 
 
 class Progress:
@@ -48,10 +48,10 @@ class Progress:
 def open_vault(args: argparse.Namespace, *, create: bool = False, **settings: Any) -> Vault:
     """The vault at ``--db`` (default: the platform data path). Only ``put`` creates a database, so a
     mistyped path is an error rather than a new, empty vault with a new key in the keyring."""
-    path = Path(args.db) if args.db is not None else paths.default_path()
+    path = Path(args.db) if args.db is not None else storage.default_location()
     if not create and not path.exists():
         raise StorageError(f"no database at {path} (the first put creates it)")
-    if not create and store.inspect(path, 0.0).get("vault_id") is None:  # e.g. left by a put that failed
+    if not create and storage.vault_id_at(path) is None:  # e.g. left by a put that failed
         raise StorageError(f"no database with a vault at {path} (the first put creates it)")
     return Vault.open(path, **settings)
 
@@ -182,7 +182,7 @@ def audit_tag(args: argparse.Namespace) -> int:
 
 def doctor(args: argparse.Namespace) -> int:
     """Is the keyring acceptable and the database private? Exit 1 if not (changes nothing)."""
-    from vault.doctor import diagnose
+    from vault.ops.doctor import diagnose
 
     lines, safe = diagnose(args.db)
     emit(args, {"safe": safe, "report": lines}, "\n".join(lines))
@@ -191,7 +191,7 @@ def doctor(args: argparse.Namespace) -> int:
 
 def demo(args: argparse.Namespace) -> int:
     """The demo story, against the OS keyring, in a throwaway database unless --db is given."""
-    from vault import demo as demo_module
+    from vault.ops import demo as demo_module
 
     out = io.StringIO() if args.json else sys.stdout
     code = demo_module.run(args.db, out)

@@ -7,15 +7,15 @@ Service), in a fresh private database unless ``--db`` is given.
 from __future__ import annotations
 
 import json
-import sqlite3
 import tempfile
 import time
 from pathlib import Path
 from typing import TextIO
 
-from vault.api import Vault
+from vault import storage
 from vault.errors import KeyUnavailable, NotFound
 from vault.model import Principal
+from vault.vault import Vault
 
 WEB_PAGE = "\n".join(f"<p>Paragraph {i}: quarterly figures for region {i % 7}.</p>" for i in range(4000))
 LISTING = {"results": [{"path": f"/srv/data/file{i:05}.csv", "size": i * 37} for i in range(10_000)],
@@ -77,7 +77,7 @@ def _story(vault: Vault, path: Path, out: TextIO) -> int:
     say(f"gc removed {vault.gc()} row(s); stats after gc: {_counts(vault)}")
     say("\n== crypto-shredding a user ==")
     copy = path.parent / "backup-before-shred.db"
-    _backup(path, copy)
+    storage.backup(path, copy)
     say(f"bob's rows before: {len(vault.list_for_turn(bob, 'turn-b1'))}; a backup copy was taken")
     say(f"shred_owner('bob') deleted his keyset from the keyring and {vault.shred_owner('bob')} row(s)")
     with Vault.open(copy) as old:
@@ -94,13 +94,6 @@ def _story(vault: Vault, path: Path, out: TextIO) -> int:
     leaked = [c for c in ("Paragraph 17", "alice", "turn-a1", "web.fetch", "/srv/data") if c.encode() in raw]
     say(f"plaintext canaries found in the database files: {leaked or 'none'}")
     return 1 if leaked else 0
-
-
-def _backup(path: Path, target: Path) -> None:
-    """A consistent copy of the live database, as a backup job would make it."""
-    with sqlite3.connect(path) as source, sqlite3.connect(target) as copy:
-        source.backup(copy)
-    target.chmod(0o600)
 
 
 def _counts(vault: Vault) -> dict[str, int]:

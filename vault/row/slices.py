@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 
-@dataclass(slots=True)  # not frozen: made per row or chunk, and a frozen __init__ is slow
+@dataclass(slots=True)
 class Slice:
     """Units [start, end) of the content, and whether the cap cut the request."""
 

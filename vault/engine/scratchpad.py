@@ -16,17 +16,14 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from keys.errors import InvalidArgument, NotFound, VaultError
-from vault.api import Vault
+from vault.engine.tool import tool_declaration
+from vault.engine.tool_args import ReadRequest, parse_arguments
+from vault.errors import InvalidArgument, NotFound, VaultError
 from vault.inputs import check_identifier, check_int, check_step, check_ttl
-from vault.model import Principal, Representation
-from vault.rowformat import check_json_value, classify
-from vault.slices import plan
-from vault.tool import tool_declaration
-from vault.tool_args import ReadRequest, parse_arguments
-
-__all__ = ["COUNTERS", "DEFAULT_THRESHOLD_BYTES", "FAULT", "NOT_FOUND", "Scratchpad", "offloaded_id",
-           "serialised_size"]
+from vault.model import Principal, check_principal, representation
+from vault.row.chunks import check_json_value, classify
+from vault.row.slices import plan
+from vault.vault import Vault
 
 log = logging.getLogger("scratchvault.engine")
 DEFAULT_THRESHOLD_BYTES = 4096
@@ -35,7 +32,7 @@ FAULT: dict[str, str] = {"error": "the scratchpad could not read this observatio
 COUNTERS = ("offloaded_observations", "offloaded_bytes", "inline_observations", "tool_reads", "denied_reads",
             "tool_errors")
 # The keys of an offloaded observation's context: how full_value tells a reference from an inline value.
-OFFLOADED_KEYS = frozenset(Representation("0" * 32, "text", 0, "", "", 0, "x", 0.0, 1.0).to_dict())
+OFFLOADED_KEYS = frozenset(representation(bytes(16), 0, 1.0, 0, "x", "text", 0, 0.0, "", {}).to_dict())
 _REFERENCE = re.compile(r"\$\{step(\d+)((?:\.[^.{}]+)*)\}")
 
 MetricsHook = Callable[[str, int], None]
@@ -249,6 +246,5 @@ def _child(value: Any, part: str, step: int) -> Any:
 
 
 def _check_call(principal: object, turn_id: object) -> None:
-    if not isinstance(principal, Principal):
-        raise InvalidArgument(f"principal must be a Principal, not {type(principal).__name__}")
+    check_principal(principal)
     check_identifier(turn_id, "turn_id")

@@ -23,9 +23,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from vault import commands
 from vault.audit import AUDIT_LOGGER
 from vault.errors import IntegrityError, InvalidArgument, KeyUnavailable, NotFound, UnsafeStorage, VaultError
+from vault.ops import commands
 
 EXIT_CODES = ((NotFound, 1), (InvalidArgument, 2), (KeyUnavailable, 3), (IntegrityError, 4), (VaultError, 5))
 EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 2, 70, 130, 141

@@ -66,7 +66,7 @@ def resolve_backend(backend: KeyringBackend | None) -> KeyringBackend:
     return backend
 
 
-class KeyringStore:
+class KeyringEdge:
     """get/set/delete of one keyring backend, each bounded by a timeout, every failure KeyUnavailable."""
 
     __slots__ = ("_backend", "_lock", "_timeout", "_unfinished")

@@ -1,0 +1,44 @@
+"""This process's counters of a vault (puts, reads, denials, integrity failures) and the integrity guard."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from vault.errors import IntegrityError
+from vault.inputs import parse_row_id
+
+log = logging.getLogger("scratchvault")
+NAMES = ("puts", "reads", "denied", "integrity_failures")
+
+
+class Counters:
+    """Thread-safe counts since the vault was opened; numbers only, never content or ids."""
+
+    def __init__(self) -> None:
+        self._counts = dict.fromkeys(NAMES, 0)
+        self._lock = threading.Lock()
+
+    def count(self, name: str) -> None:
+        """Add one to ``name``."""
+        with self._lock:
+            self._counts[name] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        """A copy of every count."""
+        with self._lock:
+            return dict(self._counts)
+
+    @contextmanager
+    def integrity_guard(self, id: object = None) -> Iterator[None]:
+        """Count and log every IntegrityError raised inside. Never delete: a wrong key or a damaged row must not
+        look like an expired one (an agent store once erased a user's history that way)."""
+        try:
+            yield
+        except IntegrityError:
+            self.count("integrity_failures")
+            row = id if isinstance(id, str) and parse_row_id(id) is not None else "-"
+            log.warning("scratchvault: integrity failure (row %s); nothing was deleted", row)
+            raise

@@ -1,0 +1,16 @@
+"""Engine integration: the ``Scratchpad`` an agent engine drives, and the ``scratchpad_read`` tool it offers."""
+
+from vault.engine.scratchpad import (
+    COUNTERS,
+    DEFAULT_THRESHOLD_BYTES,
+    FAULT,
+    NOT_FOUND,
+    OFFLOADED_KEYS,
+    Scratchpad,
+    offloaded_id,
+    serialised_size,
+)
+from vault.engine.tool import SCRATCHPAD_READ_TOOL, tool_declaration
+
+__all__ = ["COUNTERS", "DEFAULT_THRESHOLD_BYTES", "FAULT", "NOT_FOUND", "OFFLOADED_KEYS", "SCRATCHPAD_READ_TOOL",
+           "Scratchpad", "offloaded_id", "serialised_size", "tool_declaration"]

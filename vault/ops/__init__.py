@@ -1,0 +1,1 @@
+"""Operator tooling: the ``scratchvault`` command, its subcommands, doctor and the demo."""

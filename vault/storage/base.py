@@ -1,0 +1,155 @@
+"""The store contract: what the vault asks of a database, with no driver type in any signature.
+
+One transaction convention:
+
+- reads run inside ``store.snapshot()``, which yields a :class:`Snapshot`: one consistent view for one call (no
+  row deleted and its seq reused between two of the call's reads);
+- writes run only inside ``store.transaction()``, which yields a :class:`WriteTx` (it reads too). It commits
+  when the block ends and rolls back when it raises. Write transactions of one vault are serialised: two never
+  hand out one seq, and what a put reads in ``next_row`` still holds when it inserts;
+- the batched deletes, ``stats``, ``scrub`` and ``close`` run on their own; ``describe`` (for doctor) reads a
+  database without opening it as a vault.
+
+Key commitments (``store.commitments``, the ``keys.KeyCommitments`` protocol) join the write transaction the
+calling thread has open, if any, else run in one of their own. So a keyset written to the keyring under
+``transaction()`` and the commitment recorded for it commit or roll back together, and the first key of an owner
+is made once however many processes race for it.
+
+Rows are addressed by ``seq``, a positive integer the store hands out and may reuse after a delete; ids encrypt
+it (keys/blind_index.py), so a row found at a seq is the id's only if it stores that very id. Clear columns are
+only what must be indexed or swept without keys; everything else is sealed before it reaches the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from keys import KeyCommitments
+
+# (seq, row id, key version, expires_at, size_bytes, sealed summary): what a listing needs of a row, no more
+ListedRow = tuple[int, bytes, int, float, int, bytes]
+RowSeqs = Callable[[list[bytes]], list[int]]  # the seq each row id names (IndexKey.row_seqs)
+Progress = Callable[[int], None] | None
+
+
+@dataclass(slots=True)
+class StoredRow:
+    """A row as stored: its clear columns and its sealed envelope (wrapped data key, metadata); nothing decrypted."""
+
+    seq: int
+    row_id: bytes
+    owner_tag: bytes
+    turn_tag: bytes
+    key_version: int
+    expires_at: float
+    size_bytes: int
+    wrapped_key: bytes
+    metadata: bytes
+
+
+class Snapshot(Protocol):
+    """Reads that see one consistent state. A stored value of the wrong type or range is an IntegrityError."""
+
+    def find_row(self, row_id: bytes, seq: int) -> StoredRow | None:
+        """The row ``row_id`` names (``seq`` is the seq it encrypts), whoever owns it; None unless the row there
+        stores this very id (compared in constant time, before anything else of the row is trusted)."""
+
+    def list_turn(self, owner_tag: bytes, turn_tag: bytes, now: float) -> list[tuple[StoredRow, bytes | None]]:
+        """Unexpired rows of one owner's turn, each with its sealed summary (None if missing)."""
+
+    def list_turn_summaries(self, owner_tag: bytes, turn_tag: bytes, now: float,
+                            row_seqs: RowSeqs) -> list[ListedRow]:
+        """A listing's columns of each unexpired row of one owner's turn, oldest first. Every row's id is checked
+        against the seq it names (``row_seqs``): a row not where its id says is an IntegrityError, and so is a
+        missing summary."""
+
+    def wrapped_key(self, seq: int) -> bytes:
+        """The wrapped data key of row ``seq`` (a listing needs it only for a format 1 summary)."""
+
+    def read_summary(self, seq: int) -> bytes | None:
+        """The sealed summary of row ``seq``."""
+
+    def read_chunks(self, seq: int, first: int, last: int) -> Iterator[tuple[int, bytes]]:
+        """Sealed chunks ``first..last`` (inclusive) of row ``seq`` as (index, sealed), in order, fetched as the
+        iterator steps, so a full read never holds every sealed chunk. Iterate it to its end, or close it."""
+
+    def turn_has_rows(self, owner_tag: bytes, turn_tag: bytes, now: float) -> bool:
+        """Whether one owner's turn has an unexpired row (nothing decrypted)."""
+
+    def owner_has_rows(self, owner_tag: bytes) -> bool:
+        """Whether any row, expired or not, belongs to this owner."""
+
+
+class WriteTx(Snapshot, Protocol):
+    """A write transaction: the only place rows are inserted or changed."""
+
+    def next_row(self, owner_tag: bytes, key_version: int) -> tuple[int, bytes | None]:
+        """The seq the next row gets and the recorded commitment of the owner key version that will wrap it
+        (None if none), read together so the put can refuse a version retired or shredded meanwhile."""
+
+    def insert_chunk(self, seq: int, index: int, sealed: bytes) -> None:
+        """Store sealed chunk ``index`` of row ``seq``."""
+
+    def insert_row(self, row: StoredRow, sealed_summary: bytes) -> None:
+        """Store a row's clear columns, envelope and summary (after its chunks)."""
+
+    def update_expiry(self, seq: int, expires_at: float, metadata: bytes, sealed_summary: bytes) -> None:
+        """Give row ``seq`` a new expiry with its metadata and summary sealed again for it."""
+
+    def update_wrapped_key(self, seq: int, version: int, wrapped_key: bytes, sealed_summary: bytes | None) -> None:
+        """Store a row's data key wrapped under ``version``, and its summary sealed again (None: unchanged)."""
+
+    def rows_to_rewrap(self, owner_tag: bytes, primary: int, limit: int) -> list[tuple[StoredRow, bytes | None]]:
+        """Up to ``limit`` rows of an owner wrapped under another version than ``primary``, with their summaries."""
+
+    def put_meta(self, name: str, value: bytes) -> None:
+        """Set a vault-wide value once (the vault id)."""
+
+
+class Store(Protocol):
+    """A vault's database. ``max_chunks`` is how many chunks one row may have here."""
+
+    max_chunks: int
+    commitments: KeyCommitments
+
+    def snapshot(self) -> AbstractContextManager[Snapshot]:
+        """A read snapshot (inside this thread's open write transaction, that transaction)."""
+
+    def transaction(self) -> AbstractContextManager[WriteTx]:
+        """A write transaction, serialised with every other writer of this database."""
+
+    def get_meta(self, name: str) -> bytes | None:
+        """A vault-wide value (the vault id), or None."""
+
+    def is_empty(self) -> bool:
+        """No rows and no key commitments: nothing a new vault id and index key could orphan."""
+
+    def delete_row(self, seq: int, row_id: bytes) -> bool:
+        """Delete one row, its summary and chunks, then scrub; False if that row is no longer there."""
+
+    def delete_expired(self, now: float, progress: Progress = None) -> int:
+        """Delete every row expired at ``now`` in batches, then scrub; ``progress`` gets the running total."""
+
+    def delete_owner_rows(self, owner_tag: bytes, progress: Progress = None) -> int:
+        """Delete every row of an owner in batches, then scrub; ``progress`` gets the running total."""
+
+    def stats(self, now: float) -> dict[str, Any]:
+        """Counts of rows and bytes (in all and by key version) and of expired rows not yet collected."""
+
+    def scrub(self) -> None:
+        """Remove what deletes and rewraps left readable beyond the live tables (a log, old page images); a
+        scrub that cannot run now stays pending and never fails the call that asked for it."""
+
+    def close(self) -> None:
+        """Release the database; later calls raise StorageError."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One line of ``doctor``'s report about a database: ``status`` is "ok", "FAIL" (unsafe) or "" (a fact)."""
+
+    status: str
+    text: str

@@ -1,0 +1,87 @@
+"""A SQLite vault file read or copied without opening it as a vault: doctor's findings, its vault id, a backup."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from vault.errors import VaultError
+from vault.storage.base import Finding
+from vault.storage.sqlite import paths, schema
+from vault.storage.sqlite.connections import TRANSLATE, file_uri
+
+
+def describe(path: Path, now: float) -> list[Finding]:
+    """Findings about the file at ``path``: permissions, schema version, vault id, counts, SQLite's quick_check."""
+    found = [Finding("", f"database: {path}")]
+    if not path.exists():
+        return [*found, Finding("FAIL", "no database at that path (nothing else to check)")]
+    try:
+        paths.check_path_safety(path)
+        found.append(Finding("ok", "permissions: database, -wal, -shm and directories are private to this account"))
+    except VaultError as error:
+        found.append(Finding("FAIL", f"permissions: {error}"))
+    try:
+        with _read_only(path) as connection:
+            return found + _facts(connection, now)
+    except VaultError as error:
+        return [*found, Finding("FAIL", f"database: {error}")]
+
+
+def vault_id_at(path: Path) -> bytes | None:
+    """The vault id stored in the file at ``path``, or None (no vault there, e.g. left by a put that failed)."""
+    with _read_only(path) as connection, TRANSLATE:
+        if connection.execute("PRAGMA user_version").fetchone()[0] == 0:
+            return None
+        found = connection.execute("SELECT value FROM meta WHERE name = 'vault_id'").fetchone()
+    return None if found is None else schema.blob(found[0])
+
+
+def backup(path: Path, target: Path) -> None:
+    """A consistent copy of the live database at ``target`` (0600), as a backup job would make it."""
+    with _read_only(path) as source, TRANSLATE:
+        copy = sqlite3.connect(target)
+        try:
+            source.backup(copy)
+        finally:
+            copy.close()
+    target.chmod(0o600)
+
+
+def _facts(connection: sqlite3.Connection, now: float) -> list[Finding]:
+    version = connection.execute("PRAGMA user_version").fetchone()[0]
+    if version == 0:  # every file a scratchvault made has its schema version set in the transaction that made it
+        return [Finding("FAIL", "database: not a scratchvault database (SQLite, but no schema version)")]
+    if version > schema.SCHEMA_VERSION:
+        return [Finding("FAIL", f"schema version {version}, this scratchvault reads up to {schema.SCHEMA_VERSION}")]
+    later = "" if version == schema.SCHEMA_VERSION else (
+        f" (raised to {schema.SCHEMA_VERSION} when this scratchvault next opens it)")
+    vault_id = connection.execute("SELECT value FROM meta WHERE name = 'vault_id'").fetchone()
+    vault = schema.blob(vault_id[0]).hex() if vault_id else None
+    lookup = ("an index on row ids (a file made before schema 3: puts write one more page)"
+              if schema.has_id_index(connection) else "the seq each row id names (no index on ids)")
+    rows, size, expired = connection.execute(schema.COUNTS, (now,)).fetchone()
+    owners = connection.execute("SELECT count(*) FROM owners").fetchone()[0]
+    by_version = dict(connection.execute(
+        "SELECT key_version, count(*) FROM rows GROUP BY key_version ORDER BY key_version").fetchall())
+    found = [Finding("ok", f"schema version {version}{later}, vault id {vault}"),
+             Finding("", f"row lookup: {lookup}"),
+             Finding("", f"rows {rows:,} ({size:,} bytes), expired awaiting gc {expired:,}, owners {owners:,}, "
+                         f"rows by key version {by_version}")]
+    check = connection.execute("PRAGMA quick_check").fetchone()[0]
+    if check != "ok":
+        found.append(Finding("FAIL", f"SQLite quick_check: {check}"))
+    return found
+
+
+@contextmanager
+def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to ``path``, sqlite3 errors translated, closed on exit."""
+    with TRANSLATE:
+        connection = sqlite3.connect(file_uri(path, "ro"), uri=True, timeout=5.0)
+        try:
+            yield connection
+        finally:
+            connection.close()

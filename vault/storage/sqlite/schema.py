@@ -1,0 +1,141 @@
+"""The SQLite file's tables, its schema version and its statements, and the checks on what comes back from it.
+
+Content chunks live in ``chunks`` under the integer key ``seq << 20 | index``, so a slice is a rowid range read
+and a delete is a rowid range delete; summaries live apart in ``summaries``. Files made at schema 3 or later
+have no index on row ids: a row is found at the seq its id names.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from keys import MAX_KEY_VERSION
+from vault.errors import IntegrityError, StorageError
+from vault.storage.base import StoredRow
+
+# 2: row format 2 (binary metadata; summaries under turn keys). Raised on open, so a scratchvault that knows only
+# version 1 (which would rewrap format 2 summaries without re-sealing them) refuses the file from then on.
+# 3: row ids encrypt the row's seq; a file made at version 3 has no index on ids, so an older scratchvault, whose
+# random ids this one could not find, must refuse it. A file made before keeps its index.
+SCHEMA_VERSION = 3
+CHUNK_SHIFT = 20
+MAX_CHUNKS = 1 << CHUNK_SHIFT  # chunks per row: the low 20 bits of a chunk's key
+MAX_SEQ = 1 << (63 - CHUNK_SHIFT)  # chunk keys must fit SQLite's signed 64-bit integers
+GC_BATCH = 2000
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS rows (
+    seq INTEGER PRIMARY KEY,
+    id BLOB NOT NULL,
+    owner_tag BLOB NOT NULL,
+    turn_tag BLOB NOT NULL,
+    key_version INTEGER NOT NULL,
+    expires_at REAL NOT NULL,
+    size_bytes INTEGER NOT NULL,
+    wrapped_key BLOB NOT NULL,
+    metadata BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS rows_owner_turn ON rows (owner_tag, turn_tag);
+CREATE INDEX IF NOT EXISTS rows_expiry ON rows (expires_at);
+CREATE TABLE IF NOT EXISTS summaries (seq INTEGER PRIMARY KEY, sealed BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS chunks (pos INTEGER PRIMARY KEY, sealed BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS owner_keys (
+    owner_tag BLOB NOT NULL,
+    version INTEGER NOT NULL,
+    check_value BLOB NOT NULL,
+    PRIMARY KEY (owner_tag, version)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS owners (owner_tag BLOB PRIMARY KEY, sealed_name BLOB NOT NULL) WITHOUT ROWID;
+"""
+INSERT_ROW = (
+    "INSERT INTO rows (seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+INSERT_CHUNK = "INSERT INTO chunks (pos, sealed) VALUES (?, ?)"
+INSERT_SUMMARY = "INSERT INTO summaries (seq, sealed) VALUES (?, ?)"
+SELECT_ROW_BY_SEQ = (
+    "SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata FROM rows "
+    "WHERE seq = ?"
+)
+SELECT_ROW_BY_ID = (  # files made before schema 3, which have an index on ids
+    "SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata FROM rows "
+    "WHERE id = ?"
+)
+# a put's one read: the next seq and the recorded commitment of the owner key version that will wrap the row
+NEXT_ROW = ("SELECT (SELECT coalesce(max(seq), 0) + 1 FROM rows), "
+            "(SELECT check_value FROM owner_keys WHERE owner_tag = ? AND version = ?)")
+COUNTS = "SELECT count(*), coalesce(sum(size_bytes), 0), coalesce(sum(expires_at <= ?), 0) FROM rows"
+EXPIRED_BATCH = "SELECT seq FROM rows WHERE expires_at <= ? LIMIT ?"
+OWNER_BATCH = "SELECT seq FROM rows WHERE owner_tag = ? LIMIT ?"
+SELECT_OLD_VERSION = (
+    "SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "
+    "summaries.sealed FROM rows LEFT JOIN summaries ON summaries.seq = rows.seq "
+    "WHERE owner_tag = ? AND key_version != ? LIMIT ?"
+)
+SELECT_TURN = (
+    "SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "
+    "summaries.sealed FROM rows LEFT JOIN summaries ON summaries.seq = rows.seq "
+    "WHERE owner_tag = ? AND turn_tag = ? AND expires_at > ?"
+)
+# what a listing needs and no more (no metadata), in insertion order (the owner/turn index is ordered by seq)
+SELECT_TURN_SUMMARIES = (
+    "SELECT rows.seq, id, key_version, expires_at, size_bytes, summaries.sealed FROM rows "
+    "LEFT JOIN summaries ON summaries.seq = rows.seq WHERE owner_tag = ? AND turn_tag = ? AND expires_at > ? "
+    "ORDER BY rows.seq"
+)
+
+
+def migrate(connection: sqlite3.Connection) -> bool:
+    """Create missing tables and raise the schema version (inside the caller's write transaction); a file of a
+    newer scratchvault is refused. Returns whether the file finds rows through an index on ids."""
+    for statement in filter(str.strip, SCHEMA.split(";")):
+        connection.execute(statement)
+    found = connection.execute("PRAGMA user_version").fetchone()[0]
+    if found > SCHEMA_VERSION:
+        raise StorageError("the database was written by a newer scratchvault; upgrade to open it")
+    if found < SCHEMA_VERSION:
+        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    return has_id_index(connection)
+
+
+def has_id_index(connection: sqlite3.Connection) -> bool:
+    """Whether ``rows`` has a unique index on ``id`` alone (files made before schema 3 have one)."""
+    for _, name, unique, _, partial in connection.execute("PRAGMA index_list(rows)").fetchall():
+        columns = [column for _, _, column in connection.execute("SELECT * FROM pragma_index_info(?)", (name,))]
+        if unique and not partial and columns == ["id"]:
+            return True
+    return False
+
+
+def valid_seq(seq: object) -> bool:
+    """A seq this file can hold a row at."""
+    return type(seq) is int and 1 <= seq < MAX_SEQ
+
+
+def stored_row(row: tuple) -> StoredRow:
+    """A row as stored; a column of the wrong type or range (only a writer of the file makes one) is tampering."""
+    seq, row_id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata = row
+    check_columns(key_version, expires_at, size_bytes)
+    if not valid_seq(seq):
+        raise IntegrityError("a stored row has columns of the wrong type")
+    return StoredRow(seq, blob(row_id), blob(owner_tag), blob(turn_tag), key_version, float(expires_at),
+                     size_bytes, blob(wrapped_key), blob(metadata))
+
+
+def with_summaries(found: list[tuple]) -> list[tuple[StoredRow, bytes | None]]:
+    """Rows selected with their summary as the last column: (row, sealed summary or None if missing)."""
+    return [(stored_row(row[:-1]), None if row[-1] is None else blob(row[-1])) for row in found]
+
+
+def check_columns(key_version: object, expires_at: object, size_bytes: object) -> None:
+    """A row's typed clear columns (REAL expiry, INTEGER version and size) as the vault writes them."""
+    if not (type(key_version) is int and 1 <= key_version <= MAX_KEY_VERSION and type(expires_at) in (int, float)
+            and type(size_bytes) is int and 0 <= size_bytes < 2**63):
+        raise IntegrityError("a stored row has columns of the wrong type")
+
+
+def blob(value: object) -> bytes:
+    """A column that holds bytes; anything else is tampering."""
+    if not isinstance(value, bytes):
+        raise IntegrityError("a stored column that holds bytes holds something else")
+    return value

@@ -1,0 +1,348 @@
+"""The Vault: the public API, and the one place that orders the access path.
+
+Every read-side method goes through :meth:`Vault._open_row`: look the row up by id -> compare its owner tag
+with the caller's (constant time) and check expiry -> on any failure raise the one NotFound -> only then
+fetch the owner's key, unwrap the data key and open the metadata (``keys/rowseal.py``). Nothing is decrypted
+before the check.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import logging
+import operator
+import time
+from collections.abc import Callable, Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from keyring.backend import KeyringBackend
+
+from keys import KeyManager, KeyringEdge, OpenedRow, RowRecipe, resolve_backend, tags_equal
+from vault import audit
+from vault.audit import AuditTrail, audited
+from vault.counters import Counters
+from vault.errors import IntegrityError, InvalidArgument, NotFound
+from vault.inputs import (
+    check_identifier,
+    check_int,
+    check_positive_setting,
+    check_progress,
+    check_read_args,
+    check_step,
+    check_time,
+    check_ttl,
+    expiry,
+    parse_row_id,
+)
+from vault.lifecycle import REWRAP_BATCH, KeyLifecycle
+from vault.model import Principal, ReadResult, Record, Representation, check_principal, representation
+from vault.row.chunks import classify, content_chunks, encode_json
+from vault.row.format import Metadata, SummaryRecord, record_fields
+from vault.row.slices import chunk_span, plan
+from vault.storage import Snapshot, Store, StoredRow, open_store
+from vault.writing import write_row
+
+log = logging.getLogger("scratchvault")
+DEFAULT_MAX_TTL = 30 * 24 * 3600.0
+DEFAULT_KEY_CACHE_SECONDS = 300.0
+MAX_KEY_CACHE_SECONDS = 3600.0  # keys stay in memory at most this long after a keyring read
+DEFAULT_KEYRING_TIMEOUT = 10.0  # seconds one keyring call may take before it is KeyUnavailable
+DEFAULT_KEY_CACHE_SIZE = 1024
+MAX_READ_LIMIT = 10_000_000
+_LISTING_ORDER = operator.attrgetter("step_num", "created_at")  # in C: a listing sorts up to thousands
+
+
+class Vault:
+    """An encrypted, ownership-checked store of observations (SQLite file by default), keys in the OS keyring."""
+
+    def __init__(self, store: Store, keys: KeyManager, *, clock: Callable[[], float], max_read: int,
+                 max_ttl_seconds: float) -> None:
+        self._store, self._keys, self._clock = store, keys, clock
+        self.max_read, self.max_ttl_seconds = max_read, max_ttl_seconds
+        self._rows = RowRecipe(keys)
+        self._counters = Counters()
+        self._audit = AuditTrail(keys)
+        self._lifecycle = KeyLifecycle(store, keys, self._rows, self._counters)
+
+    @classmethod
+    def open(cls, path: str | Path | None = None, *, keyring_backend: KeyringBackend | None = None,
+             clock: Callable[[], float] = time.time, max_read: int = 16000, max_ttl_seconds: float = DEFAULT_MAX_TTL,
+             key_cache_seconds: float = DEFAULT_KEY_CACHE_SECONDS, key_cache_size: int = DEFAULT_KEY_CACHE_SIZE,
+             keyring_timeout: float = DEFAULT_KEYRING_TIMEOUT) -> Vault:
+        """Open (or create) a vault; refuses unsafe paths and unacceptable keyrings before writing anything."""
+        check_int(max_read, "max_read", 1, MAX_READ_LIMIT)
+        check_positive_setting(max_ttl_seconds, "max_ttl_seconds")
+        if check_positive_setting(key_cache_seconds, "key_cache_seconds") > MAX_KEY_CACHE_SECONDS:
+            raise InvalidArgument(f"key_cache_seconds must be at most {MAX_KEY_CACHE_SECONDS:g}")
+        check_int(key_cache_size, "key_cache_size", 1, 1_000_000)
+        if not callable(clock):
+            raise InvalidArgument("clock must be a callable returning seconds")
+        check_positive_setting(keyring_timeout, "keyring_timeout")
+        keyring = KeyringEdge(resolve_backend(keyring_backend), timeout=float(keyring_timeout))
+        store = open_store(path)
+        try:
+            keys = _key_manager(store, keyring, key_cache_seconds, key_cache_size)
+            keys.index_key()  # fail now, not on first use, when this vault's index key is missing or replaced
+        except BaseException:
+            store.close()
+            raise
+        return cls(store, keys, clock=clock, max_read=max_read, max_ttl_seconds=float(max_ttl_seconds))
+
+    # -- writing ---------------------------------------------------------------------------------------
+    @audited("put")
+    def put(self, principal: Principal, turn_id: str, step_num: int, executor_name: str, observation: Any,
+            ttl_seconds: float = 3600) -> Representation:
+        """Encrypt and store an observation (str, bytes-like, JSON dict/list, or a readable file object)."""
+        check_principal(principal)
+        check_identifier(turn_id, "turn_id")
+        check_step(step_num)
+        check_identifier(executor_name, "executor_name")
+        ttl = check_ttl(ttl_seconds, self.max_ttl_seconds)
+        kind = classify(observation)
+        source = encode_json(observation) if kind == "json" else observation
+        created_at = self._now()
+        with self._counters.integrity_guard():
+            rep = write_row(self._store, self._keys, self._rows, principal, turn_id, step_num, executor_name, kind,
+                            observation if kind == "json" else None,
+                            content_chunks(source, kind != "binary", self._store.max_chunks),
+                            created_at, expiry(created_at, ttl))
+        self._counters.count("puts")
+        return rep
+
+    @audited("delete")
+    def delete(self, principal: Principal, id: str) -> None:
+        """Delete one of the caller's rows (NotFound for anything else); nothing readable stays behind."""
+        with self._counters.integrity_guard(id), self._store.snapshot() as reads:
+            row, _, _ = self._open_row(reads, principal, id)
+        if not self._store.delete_row(row.seq, row.row_id):
+            raise NotFound()  # deleted by someone else between the check and the delete
+
+    @audited("extend_turn")
+    def extend_turn(self, principal: Principal, turn_id: str, ttl_seconds: float) -> int:
+        """Make the caller's live rows of a turn live at least ``ttl_seconds`` more (a resumed dialog); returns
+        how many were extended. Expired rows stay expired; no lifetime is shortened."""
+        check_principal(principal)
+        check_identifier(turn_id, "turn_id")
+        ttl = check_ttl(ttl_seconds, self.max_ttl_seconds)
+        user_id = principal.user_id
+        index = self._keys.index_key()
+        owner_tag = index.owner_tag(user_id)
+        extended = 0
+        with self._counters.integrity_guard(), self._store.transaction() as tx:
+            now = self._now()  # after the write lock: a row that expired while we waited stays expired
+            expires_at = expiry(now, ttl)
+            for row, sealed_summary in tx.list_turn(owner_tag, index.turn_tag(owner_tag, turn_id), now):
+                if row.expires_at >= expires_at:
+                    continue
+                opened, metadata = self._unseal(user_id, row)
+                plain, legacy = opened.summary(sealed_summary)
+                longer = dataclasses.replace(metadata, expires_at=expires_at)
+                tx.update_expiry(row.seq, expires_at, *opened.reseal(
+                    expires_at, longer.encode(), SummaryRecord.decode(plain, legacy).encode()))
+                extended += 1
+        return extended
+
+    @audited("gc")
+    def gc(self, now: float | None = None, *, progress: Callable[[int], None] | None = None) -> int:
+        """Delete every row expired at ``now`` (default: the clock); returns how many were removed.
+        ``progress`` is called with the running total after each committed batch."""
+        moment = self._now() if now is None else check_time(now)
+        check_progress(progress)
+        return self._store.delete_expired(moment, progress)
+
+    # -- reading ---------------------------------------------------------------------------------------
+    @audited("get")
+    def get(self, principal: Principal, id: str, *, turn_id: str | None = None) -> Record:
+        """The complete row, content decrypted (for the engine; a model reads through ``read``). With
+        ``turn_id``, a row of another turn is NotFound too."""
+        with self._counters.integrity_guard(id), self._store.snapshot() as reads:
+            row, opened, metadata = self._open_row(reads, principal, id, turn_id)
+            pieces = self._plaintexts(reads, row, opened, metadata, 0, len(metadata.chunk_units) - 1)
+            if metadata.content_kind == "binary":
+                content: Any = b"".join([bytes(piece) for piece in pieces])
+            else:  # chunks are cut on character boundaries, so each decodes alone
+                content = "".join([str(piece, "utf-8", "replace") for piece in pieces])
+            record = SummaryRecord.decode(*opened.summary(reads.read_summary(row.seq)))
+            if (record.step_num, record.executor_name, record.content_kind, record.size_units) != (
+                    metadata.step_num, metadata.executor_name, metadata.content_kind, metadata.size_units):
+                raise IntegrityError("a row's summary does not match its metadata")
+            if metadata.content_kind == "json":
+                content = json.loads(content)
+        self._counters.count("reads")
+        return Record(
+            id=row.row_id.hex(), owner=Principal(metadata.user_id, metadata.actor, metadata.channel),
+            turn_id=metadata.turn_id, step_num=metadata.step_num, executor_name=metadata.executor_name,
+            content_kind=metadata.content_kind, content=content, size_bytes=metadata.size_bytes,
+            summary=record.summary, retained=record.retained, created_at=metadata.created_at,
+            expires_at=metadata.expires_at, key_version=row.key_version)
+
+    @audited("read")
+    def read(self, principal: Principal, id: str, mode: str = "head", n: int = 2000, start: int | None = None,
+             end: int | None = None, *, turn_id: str | None = None) -> ReadResult:
+        """A slice of a row, at most ``max_read`` units, decrypting only the chunks that hold it. With
+        ``turn_id``, a row of another turn is NotFound too (checked with the owner, before any decryption)."""
+        mode, n, start, end = check_read_args(mode, n, start, end)
+        with self._counters.integrity_guard(id), self._store.snapshot() as reads:
+            row, opened, metadata = self._open_row(reads, principal, id, turn_id)
+            wanted = plan(mode, n, start, end, metadata.size_units, self.max_read)
+            content = ""
+            if wanted.end > wanted.start:
+                first, last, offset = chunk_span(metadata.chunk_units, wanted.start, wanted.end)
+                raw = bytearray()
+                for piece in self._plaintexts(reads, row, opened, metadata, first, last):
+                    raw += piece
+                if metadata.content_kind == "binary":
+                    content = base64.b64encode(raw[wanted.start - offset:wanted.end - offset]).decode()
+                else:
+                    content = raw.decode("utf-8", "replace")[wanted.start - offset:wanted.end - offset]
+        self._counters.count("reads")
+        return ReadResult(id=row.row_id.hex(), content=content, content_kind=metadata.content_kind, mode=mode,
+                          full_size=metadata.size_units, returned_size=wanted.end - wanted.start,
+                          truncated=wanted.truncated, start=wanted.start, end=wanted.end)
+
+    @audited("list")
+    def list_for_turn(self, principal: Principal, turn_id: str) -> list[Representation]:
+        """Representations of the caller's unexpired rows in a turn, by step number; summaries only."""
+        check_principal(principal)
+        check_identifier(turn_id, "turn_id")
+        index = self._keys.index_key()
+        owner_tag = index.owner_tag(principal.user_id)
+        turn_tag = index.turn_tag(owner_tag, turn_id)
+        summaries = self._rows.turn_summaries(principal.user_id, owner_tag, turn_tag)
+        found = []
+        with self._counters.integrity_guard(), self._store.snapshot() as reads:
+            for seq, row_id, version, expires_at, size_bytes, sealed in reads.list_turn_summaries(
+                    owner_tag, turn_tag, self._now(), index.row_seqs):
+                plain, legacy = summaries.open(row_id, version, expires_at, size_bytes, sealed,
+                                               lambda seq=seq: reads.wrapped_key(seq))
+                found.append(representation(row_id, size_bytes, expires_at, *record_fields(plain, legacy)))
+        found.sort(key=_LISTING_ORDER)
+        return found
+
+    def has_rows(self, principal: Principal, turn_id: str) -> bool:
+        """Whether the caller has readable (unexpired) rows in a turn; decrypts nothing (offer the tool or not)."""
+        check_principal(principal)
+        check_identifier(turn_id, "turn_id")
+        index = self._keys.index_key()
+        owner_tag = index.owner_tag(principal.user_id)
+        with self._store.snapshot() as reads:
+            return reads.turn_has_rows(owner_tag, index.turn_tag(owner_tag, turn_id), self._now())
+
+    def stats(self) -> dict[str, Any]:
+        """Counts of rows and bytes stored (in all and by key version), expired-but-uncollected rows, and this
+        process's counters (reads, denials, integrity failures since open)."""
+        return {**self._store.stats(self._now()), "counters": self._counters.snapshot(),
+                "keyring_backend": self._keys.backend_name}
+
+    def audit_tags(self, *, user_id: str | None = None, actor: str | None = None, channel: str | None = None,
+                   turn_id: str | None = None) -> dict[str, str]:
+        """The tags these identifiers carry in this vault's audit records (keys user, actor, channel, turn)."""
+        return self._audit.tags(user_id=user_id, actor=actor, channel=channel, turn_id=turn_id)
+
+    # -- key management (README, "Key management"); vault/lifecycle.py --------------------------------
+    @audited("rotate")
+    def rotate_owner_key(self, user_id: str) -> int:
+        """Add a new key version for an owner and make it primary: new rows use it, old rows still read.
+        Returns the new version. Run ``rewrap`` next, then ``retire_old_key_versions``."""
+        return self._lifecycle.rotate(user_id)
+
+    @audited("rewrap")
+    def rewrap(self, user_id: str | None = None, *, batch: int = REWRAP_BATCH,
+               progress: Callable[[int], None] | None = None) -> int:
+        """Re-wrap the data keys of rows under older versions with the primary one, in batches (resumable).
+        Content is not touched: O(rows). ``user_id=None`` rewraps every owner the vault knows. Returns how many
+        rows were re-wrapped; ``progress`` is called with the running total after each committed batch."""
+        return self._lifecycle.rewrap(user_id, batch, progress)
+
+    @audited("retire")
+    def retire_old_key_versions(self, user_id: str) -> int:
+        """Remove from the keyring every non-primary version no row uses; refuse (InvalidArgument, nothing
+        removed) while any row still needs one. Returns how many versions were removed. A backup taken
+        before the rewrap can no longer be read for rows that only the retired versions unwrapped."""
+        return self._lifecycle.retire(user_id)
+
+    @audited("shred")
+    def shred_owner(self, user_id: str, *, progress: Callable[[int], None] | None = None) -> int:
+        """Crypto-shred an owner: delete their keyset from the keyring first (every copy of their rows, in
+        backups or free pages, becomes unreadable), then every row of theirs. Other owners are untouched.
+        Safe to run again after an interruption. Returns how many rows were deleted."""
+        return self._lifecycle.shred(user_id, progress)
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the database and forget every cached key."""
+        self._keys.close()
+        self._store.close()
+
+    def __enter__(self) -> Vault:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Vault backend={self._keys.backend_name}>"
+
+    # -- the access path -------------------------------------------------------------------------------
+    def _open_row(self, reads: Snapshot, principal: Principal, id: str,
+                  turn_id: str | None = None) -> tuple[StoredRow, OpenedRow, Metadata]:
+        """Look up -> check owner, turn (when asked) and expiry (NotFound) -> only then fetch the key and
+        decrypt."""
+        check_principal(principal)
+        if turn_id is not None:
+            check_identifier(turn_id, "turn_id")
+        row_id = parse_row_id(id)
+        index = self._keys.index_key()
+        row = reads.find_row(row_id, index.row_seq(row_id)) if row_id is not None else None
+        owner_tag = index.owner_tag(principal.user_id)
+        mine = row is not None and tags_equal(row.owner_tag, owner_tag) and (
+            turn_id is None or tags_equal(row.turn_tag, index.turn_tag(owner_tag, turn_id)))
+        if row is None or not mine or row.expires_at <= self._now():
+            self._counters.count("denied")
+            audit.note(denied=row is not None and not mine)  # only the operator's audit trail tells these apart
+            log.info("scratchvault: access denied or no such row")
+            raise NotFound()
+        opened, metadata = self._unseal(principal.user_id, row)
+        return row, opened, metadata
+
+    def _unseal(self, user_id: str, row: StoredRow) -> tuple[OpenedRow, Metadata]:
+        """Unwrap the data key and open the metadata of a row whose owner was already checked."""
+        opened = self._rows.open(user_id, row)
+        metadata = Metadata.decode(opened.metadata, self._store.max_chunks)
+        if (metadata.user_id != user_id or metadata.expires_at != row.expires_at
+                or metadata.size_bytes != row.size_bytes):
+            raise IntegrityError("row metadata does not match the stored row")
+        return opened, metadata
+
+    @staticmethod
+    def _plaintexts(reads: Snapshot, row: StoredRow, opened: OpenedRow, metadata: Metadata, first: int,
+                    last: int) -> Iterator[memoryview]:
+        """Chunks first..last opened in order into one reused buffer (decode or copy each view before the next)."""
+        with closing(reads.read_chunks(row.seq, first, last)) as sealed:
+            yield from opened.chunks(sealed, first, last, metadata)
+
+    def _now(self) -> float:
+        return check_time(self._clock())
+
+
+def _key_manager(store: Store, keyring: KeyringEdge, cache_seconds: float, cache_size: int) -> KeyManager:
+    """The key manager of this database; a new database gets its vault id and index key atomically."""
+    existing = store.get_meta("vault_id")
+    if existing is not None:
+        return KeyManager(keyring, existing, store.commitments, cache_ttl=cache_seconds, cache_size=cache_size)
+    with store.transaction() as tx:
+        existing = store.get_meta("vault_id")
+        if existing is not None:
+            return KeyManager(keyring, existing, store.commitments, cache_ttl=cache_seconds, cache_size=cache_size)
+        if not store.is_empty():
+            raise IntegrityError("the database holds rows or keys but no vault id; refusing to start a new vault "
+                                 "over them (restore the database from backup)")
+        keys = KeyManager(keyring, KeyManager.new_vault_id(), store.commitments, cache_ttl=cache_seconds,
+                          cache_size=cache_size)
+        keys.create_index_key()
+        tx.put_meta("vault_id", keys.vault_id)
+    return keys
