@@ -8,9 +8,7 @@ before the check.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import json
 import logging
 import operator
 import time
@@ -21,15 +19,13 @@ from typing import Any
 
 from keyring.backend import KeyringBackend
 
-from keys import KeyManager, KeyringEdge, OpenedRow, RowRecipe, resolve_backend, tags_equal
+from keys import KeyManager, OpenedRow, RowRecipe, tags_equal
 from vault import audit
 from vault.audit import AuditTrail, audited
 from vault.counters import Counters
-from vault.errors import IntegrityError, InvalidArgument, NotFound
+from vault.errors import IntegrityError, NotFound
 from vault.inputs import (
     check_identifier,
-    check_int,
-    check_positive_setting,
     check_progress,
     check_read_args,
     check_step,
@@ -40,19 +36,17 @@ from vault.inputs import (
 )
 from vault.lifecycle import REWRAP_BATCH, KeyLifecycle
 from vault.model import Principal, ReadResult, Record, Representation, check_principal, representation
+from vault.opening import DEFAULT_KEY_CACHE_SECONDS as CACHE_SECONDS
+from vault.opening import DEFAULT_KEY_CACHE_SIZE as CACHE_SIZE
+from vault.opening import DEFAULT_KEYRING_TIMEOUT as KEYRING_TIMEOUT
+from vault.opening import DEFAULT_MAX_TTL, check_settings, open_parts
 from vault.row.chunks import classify, content_chunks, encode_json
 from vault.row.format import Metadata, SummaryRecord, record_fields
-from vault.row.slices import chunk_span, plan
-from vault.storage import Snapshot, Store, StoredRow, open_store
+from vault.row.slices import chunk_span, cut, joined, plan
+from vault.storage import Snapshot, Store, StoredRow
 from vault.writing import write_row
 
 log = logging.getLogger("scratchvault")
-DEFAULT_MAX_TTL = 30 * 24 * 3600.0
-DEFAULT_KEY_CACHE_SECONDS = 300.0
-MAX_KEY_CACHE_SECONDS = 3600.0  # keys stay in memory at most this long after a keyring read
-DEFAULT_KEYRING_TIMEOUT = 10.0  # seconds one keyring call may take before it is KeyUnavailable
-DEFAULT_KEY_CACHE_SIZE = 1024
-MAX_READ_LIMIT = 10_000_000
 _LISTING_ORDER = operator.attrgetter("step_num", "created_at")  # in C: a listing sorts up to thousands
 
 
@@ -71,25 +65,11 @@ class Vault:
     @classmethod
     def open(cls, path: str | Path | None = None, *, keyring_backend: KeyringBackend | None = None,
              clock: Callable[[], float] = time.time, max_read: int = 16000, max_ttl_seconds: float = DEFAULT_MAX_TTL,
-             key_cache_seconds: float = DEFAULT_KEY_CACHE_SECONDS, key_cache_size: int = DEFAULT_KEY_CACHE_SIZE,
-             keyring_timeout: float = DEFAULT_KEYRING_TIMEOUT) -> Vault:
+             key_cache_seconds: float = CACHE_SECONDS, key_cache_size: int = CACHE_SIZE,
+             keyring_timeout: float = KEYRING_TIMEOUT) -> Vault:
         """Open (or create) a vault; refuses unsafe paths and unacceptable keyrings before writing anything."""
-        check_int(max_read, "max_read", 1, MAX_READ_LIMIT)
-        check_positive_setting(max_ttl_seconds, "max_ttl_seconds")
-        if check_positive_setting(key_cache_seconds, "key_cache_seconds") > MAX_KEY_CACHE_SECONDS:
-            raise InvalidArgument(f"key_cache_seconds must be at most {MAX_KEY_CACHE_SECONDS:g}")
-        check_int(key_cache_size, "key_cache_size", 1, 1_000_000)
-        if not callable(clock):
-            raise InvalidArgument("clock must be a callable returning seconds")
-        check_positive_setting(keyring_timeout, "keyring_timeout")
-        keyring = KeyringEdge(resolve_backend(keyring_backend), timeout=float(keyring_timeout))
-        store = open_store(path)
-        try:
-            keys = _key_manager(store, keyring, key_cache_seconds, key_cache_size)
-            keys.index_key()  # fail now, not on first use, when this vault's index key is missing or replaced
-        except BaseException:
-            store.close()
-            raise
+        check_settings(clock, max_read, max_ttl_seconds, key_cache_seconds, key_cache_size, keyring_timeout)
+        store, keys = open_parts(path, keyring_backend, key_cache_seconds, key_cache_size, keyring_timeout)
         return cls(store, keys, clock=clock, max_read=max_read, max_ttl_seconds=float(max_ttl_seconds))
 
     # -- writing ---------------------------------------------------------------------------------------
@@ -161,17 +141,12 @@ class Vault:
         ``turn_id``, a row of another turn is NotFound too."""
         with self._counters.integrity_guard(id), self._store.snapshot() as reads:
             row, opened, metadata = self._open_row(reads, principal, id, turn_id)
-            pieces = self._plaintexts(reads, row, opened, metadata, 0, len(metadata.chunk_units) - 1)
-            if metadata.content_kind == "binary":
-                content: Any = b"".join([bytes(piece) for piece in pieces])
-            else:  # chunks are cut on character boundaries, so each decodes alone
-                content = "".join([str(piece, "utf-8", "replace") for piece in pieces])
+            content = joined(self._plaintexts(reads, row, opened, metadata, 0, len(metadata.chunk_units) - 1),
+                             metadata.content_kind)
             record = SummaryRecord.decode(*opened.summary(reads.read_summary(row.seq)))
             if (record.step_num, record.executor_name, record.content_kind, record.size_units) != (
                     metadata.step_num, metadata.executor_name, metadata.content_kind, metadata.size_units):
                 raise IntegrityError("a row's summary does not match its metadata")
-            if metadata.content_kind == "json":
-                content = json.loads(content)
         self._counters.count("reads")
         return Record(
             id=row.row_id.hex(), owner=Principal(metadata.user_id, metadata.actor, metadata.channel),
@@ -192,13 +167,8 @@ class Vault:
             content = ""
             if wanted.end > wanted.start:
                 first, last, offset = chunk_span(metadata.chunk_units, wanted.start, wanted.end)
-                raw = bytearray()
-                for piece in self._plaintexts(reads, row, opened, metadata, first, last):
-                    raw += piece
-                if metadata.content_kind == "binary":
-                    content = base64.b64encode(raw[wanted.start - offset:wanted.end - offset]).decode()
-                else:
-                    content = raw.decode("utf-8", "replace")[wanted.start - offset:wanted.end - offset]
+                pieces = self._plaintexts(reads, row, opened, metadata, first, last)
+                content = cut(pieces, metadata.content_kind, wanted.start - offset, wanted.end - offset)
         self._counters.count("reads")
         return ReadResult(id=row.row_id.hex(), content=content, content_kind=metadata.content_kind, mode=mode,
                           full_size=metadata.size_units, returned_size=wanted.end - wanted.start,
@@ -327,22 +297,3 @@ class Vault:
 
     def _now(self) -> float:
         return check_time(self._clock())
-
-
-def _key_manager(store: Store, keyring: KeyringEdge, cache_seconds: float, cache_size: int) -> KeyManager:
-    """The key manager of this database; a new database gets its vault id and index key atomically."""
-    existing = store.get_meta("vault_id")
-    if existing is not None:
-        return KeyManager(keyring, existing, store.commitments, cache_ttl=cache_seconds, cache_size=cache_size)
-    with store.transaction() as tx:
-        existing = store.get_meta("vault_id")
-        if existing is not None:
-            return KeyManager(keyring, existing, store.commitments, cache_ttl=cache_seconds, cache_size=cache_size)
-        if not store.is_empty():
-            raise IntegrityError("the database holds rows or keys but no vault id; refusing to start a new vault "
-                                 "over them (restore the database from backup)")
-        keys = KeyManager(keyring, KeyManager.new_vault_id(), store.commitments, cache_ttl=cache_seconds,
-                          cache_size=cache_size)
-        keys.create_index_key()
-        tx.put_meta("vault_id", keys.vault_id)
-    return keys

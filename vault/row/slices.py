@@ -6,9 +6,13 @@ requests and the end of ``tail`` requests, and says ``truncated=True`` whenever 
 
 from __future__ import annotations
 
+import base64
+import json
 from bisect import bisect_right
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -45,3 +49,22 @@ def chunk_span(chunk_units: tuple[int, ...], start: int, end: int) -> tuple[int,
     last = first if end <= start else min(bisect_right(bounds, end - 1), len(chunk_units) - 1)
     offset = bounds[first] - chunk_units[first]
     return first, last, offset
+
+
+def joined(pieces: Iterable[memoryview], kind: str) -> Any:
+    """A whole row's content from its opened chunks: bytes, str, or the JSON value. Text chunks are cut on
+    character boundaries, so each decodes alone (no buffer of the whole row's bytes)."""
+    if kind == "binary":
+        return b"".join([bytes(piece) for piece in pieces])
+    text = "".join([str(piece, "utf-8", "replace") for piece in pieces])
+    return json.loads(text) if kind == "json" else text
+
+
+def cut(pieces: Iterable[memoryview], kind: str, start: int, end: int) -> str:
+    """Units [start, end) of the chunks a slice touches (counted from the first one's start): text, or Base64."""
+    raw = bytearray()
+    for piece in pieces:
+        raw += piece
+    if kind == "binary":
+        return base64.b64encode(raw[start:end]).decode()
+    return raw.decode("utf-8", "replace")[start:end]

@@ -1,0 +1,68 @@
+"""Opening a vault: its settings checked, its store opened, and its key manager (a new database gets its vault id
+and index key in one transaction, so no vault exists with one and not the other)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from keyring.backend import KeyringBackend
+
+from keys import KeyManager, KeyringEdge, resolve_backend
+from vault.errors import IntegrityError, InvalidArgument
+from vault.inputs import check_int, check_positive_setting
+from vault.storage import Store, open_store
+
+DEFAULT_MAX_TTL = 30 * 24 * 3600.0
+DEFAULT_KEY_CACHE_SECONDS = 300.0
+MAX_KEY_CACHE_SECONDS = 3600.0  # keys stay in memory at most this long after a keyring read
+DEFAULT_KEYRING_TIMEOUT = 10.0  # seconds one keyring call may take before it is KeyUnavailable
+DEFAULT_KEY_CACHE_SIZE = 1024
+MAX_READ_LIMIT = 10_000_000
+
+
+def check_settings(clock: object, max_read: object, max_ttl_seconds: object, key_cache_seconds: object,
+                   key_cache_size: object, keyring_timeout: object) -> None:
+    """Every setting of ``Vault.open`` valid, before anything is opened or written."""
+    check_int(max_read, "max_read", 1, MAX_READ_LIMIT)
+    check_positive_setting(max_ttl_seconds, "max_ttl_seconds")
+    if check_positive_setting(key_cache_seconds, "key_cache_seconds") > MAX_KEY_CACHE_SECONDS:
+        raise InvalidArgument(f"key_cache_seconds must be at most {MAX_KEY_CACHE_SECONDS:g}")
+    check_int(key_cache_size, "key_cache_size", 1, 1_000_000)
+    if not callable(clock):
+        raise InvalidArgument("clock must be a callable returning seconds")
+    check_positive_setting(keyring_timeout, "keyring_timeout")
+
+
+def open_parts(location: object, backend: KeyringBackend | None, key_cache_seconds: float, key_cache_size: int,
+               keyring_timeout: float) -> tuple[Store, KeyManager]:
+    """The store at ``location`` and its key manager, the index key already fetched and checked (a missing or
+    replaced one fails here, not on first use). Refuses an unacceptable keyring before the store is touched."""
+    keyring = KeyringEdge(resolve_backend(backend), timeout=float(keyring_timeout))
+    store = open_store(location)
+    try:
+        keys = _key_manager(store, keyring, key_cache_seconds, key_cache_size)
+        keys.index_key()
+    except BaseException:
+        store.close()
+        raise
+    return store, keys
+
+
+def _key_manager(store: Store, keyring: KeyringEdge, cache_seconds: float, cache_size: int) -> KeyManager:
+    """The key manager of this database; a new database gets its vault id and index key atomically."""
+    make: Callable[[bytes], KeyManager] = lambda vault_id: KeyManager(  # noqa: E731
+        keyring, vault_id, store.commitments, cache_ttl=cache_seconds, cache_size=cache_size)
+    existing = store.get_meta("vault_id")
+    if existing is not None:
+        return make(existing)
+    with store.transaction() as tx:
+        existing = store.get_meta("vault_id")
+        if existing is not None:
+            return make(existing)
+        if not store.is_empty():
+            raise IntegrityError("the database holds rows or keys but no vault id; refusing to start a new vault "
+                                 "over them (restore the database from backup)")
+        keys = make(KeyManager.new_vault_id())
+        keys.create_index_key()
+        tx.put_meta("vault_id", keys.vault_id)
+    return keys
