@@ -1,4 +1,4 @@
-"""A small bounded, expiring cache for keys fetched from the keyring (a round trip costs ~10-20 ms)."""
+"""A small bounded, expiring cache for keys fetched from the keyring (a round trip is slow and may block)."""
 
 from __future__ import annotations
 

@@ -102,9 +102,10 @@ class OwnerKeyset:
         by the wrapping key itself is stored (threat_model.md, "Key hierarchy", names the key's two uses)."""
         value = self._commitment_cache.get((version, vault_id))
         if value is None:
-            check_key = hmac.new(self._keys[version], b"scratchvault/key-check-key/v1\x01", hashlib.sha256).digest()
+            label = b"scratchvault/key-check-key/v1\x01"  # part of the stored commitments: never renamed
+            commitment_key = hmac.new(self._keys[version], label, hashlib.sha256).digest()
             message = encode_fields(b"scratchvault/key-check/v1", vault_id, version.to_bytes(4, "big"))
-            value = hmac.new(check_key, message, hashlib.sha256).digest()
+            value = hmac.new(commitment_key, message, hashlib.sha256).digest()
             self._commitment_cache[(version, vault_id)] = value
         return value
 

@@ -71,8 +71,8 @@ class Representation:
         return f"Representation(id={self.id!r}, content_kind={self.content_kind!r}, size_bytes={self.size_bytes})"
 
 
-# A listing makes thousands: the frozen dataclass __init__ sets each field through object.__setattr__, and setting
-# the same slots through their descriptors takes half the time (README, "Performance").
+# A listing makes thousands: their slots are set through the slot descriptors, not through the frozen
+# dataclass __init__'s object.__setattr__ for each field; the result is an ordinary frozen Representation.
 _NEW = object.__new__
 (_ID, _KIND, _SIZE, _SUMMARY, _HINT, _STEP, _EXECUTOR, _CREATED, _EXPIRES, _RETAINED) = (
     getattr(Representation, name).__set__ for name in Representation.__dataclass_fields__)

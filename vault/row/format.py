@@ -45,8 +45,7 @@ class Metadata:
 
     def encode(self) -> bytes:
         """The record in format 2: a fixed binary header, the five names as UTF-8, then the chunk sizes as
-        [size, repeat] runs of two u32. Binary rather than JSON: every put writes one and every read parses one,
-        and this takes a tenth of the time."""
+        [size, repeat] runs of two u32 (binary: every put writes one and every read parses one)."""
         user, turn, executor = self.user_id.encode(), self.turn_id.encode(), self.executor_name.encode()
         actor = b"" if self.actor is None else self.actor.encode()
         channel = b"" if self.channel is None else self.channel.encode()
@@ -128,8 +127,7 @@ class SummaryRecord:
 
     def encode(self) -> bytes:
         """The record in format 2: a fixed binary header, then executor name, summary and retained scalars
-        (JSON, empty when there are none) as UTF-8. Binary rather than JSON because a listing parses one per
-        row: this parses in about a microsecond, JSON in several."""
+        (JSON, empty when there are none) as UTF-8 (binary: a listing parses one per row)."""
         executor = self.executor_name.encode()
         summary = self.summary.encode("utf-8", "replace")
         retained = _TEXT_JSON.encode(self.retained).encode("utf-8", "replace") if self.retained else b""
