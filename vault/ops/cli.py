@@ -20,7 +20,7 @@ import logging
 import os
 import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from vault.audit import AUDIT_LOGGER
@@ -55,7 +55,6 @@ def build_parser() -> argparse.ArgumentParser:
     who.add_argument("--user", required=True, help="the user the call acts for (owner of the rows)")
     who.add_argument("--actor", default=None, help="optional actor of the principal (audit only)")
     who.add_argument("--channel", default=None, help="optional channel of the principal (audit only)")
-
     parser = _Parser(prog="scratchvault", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -65,6 +64,21 @@ def build_parser() -> argparse.ArgumentParser:
         created.set_defaults(handler=handler)
         return created
 
+    _row_commands(command, who)
+    key_sub = sub.add_parser("keys", help="key rotation, rewrap, retirement and crypto-shredding").add_subparsers(
+        dest="key_command", required=True, metavar="ACTION")
+    _key_commands(lambda *args: command(*args, into=key_sub))
+    tag = command("audit-tag", commands.audit_tag, "print the audit-record tags of identifiers")
+    for option in ("--user", "--actor", "--channel", "--turn"):
+        tag.add_argument(option, default=None)
+    command("doctor", commands.doctor, "is the keyring acceptable and the database private? (exit 1 if not)")
+    command("demo", commands.demo, "two users, slices, a refused cross-user read, expiry, gc and shredding "
+            "(throwaway database unless --db)")
+    return parser
+
+
+def _row_commands(command: Callable[..., argparse.ArgumentParser], who: argparse.ArgumentParser) -> None:
+    """put, read, list, delete, gc and stats."""
     put = command("put", commands.put, "store a file or stdin as one row; prints its id", who)
     put.add_argument("file", nargs="?", default="-", help="file to store (default or '-': stdin)")
     put.add_argument("--turn", required=True, help="turn id the row belongs to")
@@ -87,24 +101,18 @@ def build_parser() -> argparse.ArgumentParser:
     command("delete", commands.delete, "delete one of a user's rows", who).add_argument("id")
     command("gc", commands.gc, "remove expired rows (run it from a timer)")
     command("stats", commands.stats, "rows, bytes, key versions, expired rows, counters")
-    keys = sub.add_parser("keys", help="key rotation, rewrap, retirement and crypto-shredding")
-    key_sub = keys.add_subparsers(dest="key_command", required=True, metavar="ACTION")
-    command("rotate", commands.rotate, "make a new key version primary for --user", into=key_sub).add_argument(
+
+
+def _key_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """keys rotate, rewrap, retire and shred."""
+    command("rotate", commands.rotate, "make a new key version primary for --user").add_argument(
         "--user", required=True)
-    command("rewrap", commands.rewrap, "re-wrap old rows under the primary key (--user, default all users)",
-            into=key_sub).add_argument("--user", default=None)
-    command("retire", commands.retire, "remove key versions no row uses", into=key_sub).add_argument(
-        "--user", required=True)
-    shred = command("shred", commands.shred, "destroy --user's keys, then rows (irreversible)", into=key_sub)
+    command("rewrap", commands.rewrap, "re-wrap old rows under the primary key (--user, default all users)"
+            ).add_argument("--user", default=None)
+    command("retire", commands.retire, "remove key versions no row uses").add_argument("--user", required=True)
+    shred = command("shred", commands.shred, "destroy --user's keys, then rows (irreversible)")
     shred.add_argument("--user", required=True)
     shred.add_argument("--yes", action="store_true", help="confirm: the user's data is destroyed for good")
-    tag = command("audit-tag", commands.audit_tag, "print the audit-record tags of identifiers")
-    for option in ("--user", "--actor", "--channel", "--turn"):
-        tag.add_argument(option, default=None)
-    command("doctor", commands.doctor, "is the keyring acceptable and the database private? (exit 1 if not)")
-    command("demo", commands.demo, "two users, slices, a refused cross-user read, expiry, gc and shredding "
-            "(throwaway database unless --db)")
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
