@@ -1,27 +1,50 @@
-"""The reads of a SQLite snapshot and the writes of a SQLite write transaction, on one connection each."""
+"""A SQLite read snapshot and write transaction: each a context manager on this thread's connection, and the
+reads and writes made inside it. Objects, not generators: every put and every read enters one."""
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from vault.errors import IntegrityError
 from vault.storage.base import ListedRow, RowSeqs, StoredRow
 from vault.storage.sqlite import schema
-from vault.storage.sqlite.connections import TRANSLATE
+from vault.storage.sqlite.connections import TRANSLATE, Connections
 from vault.storage.sqlite.schema import CHUNK_SHIFT, blob, valid_seq
 
 
 class SqliteReads:
-    """The reads of one snapshot, on its connection."""
+    """A read snapshot: a deferred read transaction, or the thread's open write transaction joined."""
 
-    __slots__ = ("_execute", "_ids_indexed", "connection")
+    __slots__ = ("_connections", "_execute", "_ids_indexed", "_own", "connection")
 
-    def __init__(self, connection: sqlite3.Connection, ids_indexed: bool) -> None:
+    def __init__(self, connections: Connections, ids_indexed: bool) -> None:
+        self._connections = connections
+        self._ids_indexed = ids_indexed
+
+    def __enter__(self) -> SqliteReads:
+        connection = self._connections.acquire()
+        self._own = not connection.in_transaction
+        if self._own:
+            try:
+                with TRANSLATE:
+                    connection.execute("BEGIN DEFERRED")
+            except BaseException:
+                self._connections.release(connection)
+                raise
         self.connection = connection
         self._execute = connection.execute
-        self._ids_indexed = ids_indexed
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
+        try:
+            if self._own and self.connection.in_transaction:
+                with TRANSLATE:
+                    self.connection.execute("COMMIT")
+        finally:
+            self._connections.release(self.connection)
 
     def find_row(self, row_id: bytes, seq: int) -> StoredRow | None:
         """The row with this id, whoever owns it. A file made before schema 3 finds it by its index on ids."""
@@ -96,9 +119,45 @@ class SqliteReads:
 
 
 class SqliteWriteTx(SqliteReads):
-    """The writes of one transaction, on its connection (statements run inside the store's TRANSLATE)."""
+    """A write transaction (``BEGIN IMMEDIATE``: the write lock up front, so no upgrade deadlock) and its writes.
+    It commits when the block ends; an error inside rolls it back (a failed COMMIT too, as SQLite advises) and
+    leaves as its VaultError. ``committed`` runs after each commit."""
 
-    __slots__ = ()
+    __slots__ = ("_committed",)
+
+    def __init__(self, connections: Connections, ids_indexed: bool, committed: Callable[[], None]) -> None:
+        super().__init__(connections, ids_indexed)
+        self._committed = committed
+
+    def __enter__(self) -> SqliteWriteTx:
+        connection = self._connections.acquire()
+        try:
+            with TRANSLATE:
+                connection.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._connections.release(connection)
+            raise
+        self.connection = connection
+        self._execute = connection.execute
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
+        connection = self.connection
+        try:
+            if error is None:
+                try:
+                    with TRANSLATE:
+                        connection.execute("COMMIT")
+                except BaseException:
+                    _roll_back(connection)
+                    raise
+            else:
+                _roll_back(connection)
+                TRANSLATE.__exit__(kind, error, trace)  # a sqlite3 error leaves as its VaultError
+                return
+        finally:
+            self._connections.release(connection)
+        self._committed()
 
     def next_row(self, owner_tag: bytes, key_version: int) -> tuple[int, bytes | None]:
         """The next seq and the recorded commitment of the key version that will wrap the row, in one statement."""
@@ -135,3 +194,10 @@ class SqliteWriteTx(SqliteReads):
     def put_meta(self, name: str, value: bytes) -> None:
         """Set a meta value."""
         self._execute("INSERT INTO meta (name, value) VALUES (?, ?)", (name, value))
+
+
+def _roll_back(connection: sqlite3.Connection) -> None:
+    """Roll back what is still open; a failing rollback never hides the error that asked for it."""
+    if connection.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            connection.rollback()

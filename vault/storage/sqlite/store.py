@@ -9,8 +9,7 @@ checkpointed (truncated) after every delete, gc, shred and rewrap (threat_model.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,45 +37,17 @@ class SqliteStore:
         with self.transaction() as tx:
             self._ids_indexed = schema.migrate(tx.connection)
 
-    @contextmanager
-    def transaction(self) -> Iterator[SqliteWriteTx]:
+    def transaction(self) -> SqliteWriteTx:
         """A write transaction; commits when the block ends, rolls back when it raises."""
-        connection = self._connections.acquire()
-        try:
-            with TRANSLATE:
-                connection.execute("BEGIN IMMEDIATE")
-            try:
-                with TRANSLATE:
-                    yield SqliteWriteTx(connection, self._ids_indexed)
-            except BaseException:
-                if connection.in_transaction:
-                    connection.rollback()
-                raise
-            with TRANSLATE:
-                connection.execute("COMMIT")
-        finally:
-            self._connections.release(connection)
+        return SqliteWriteTx(self._connections, self._ids_indexed, self._after_commit)
+
+    def snapshot(self) -> SqliteReads:
+        """A read transaction; inside this thread's write transaction, that transaction."""
+        return SqliteReads(self._connections, self._ids_indexed)
+
+    def _after_commit(self) -> None:
         if self._scrub_pending:
             self.scrub()
-
-    @contextmanager
-    def snapshot(self) -> Iterator[SqliteReads]:
-        """A read transaction; inside this thread's write transaction, that transaction."""
-        connection = self._connections.acquire()
-        try:
-            if connection.in_transaction:
-                yield SqliteReads(connection, self._ids_indexed)
-                return
-            with TRANSLATE:
-                connection.execute("BEGIN DEFERRED")
-            try:
-                yield SqliteReads(connection, self._ids_indexed)
-            finally:
-                if connection.in_transaction:
-                    with TRANSLATE:
-                        connection.execute("COMMIT")
-        finally:
-            self._connections.release(connection)
 
     def query(self, sql: str, parameters: tuple = ()) -> list[tuple]:
         """One statement on this thread's connection (inside its open transaction, if any)."""
