@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from vault.errors import IntegrityError
 from vault.inputs import parse_row_id
@@ -31,14 +29,25 @@ class Counters:
         with self._lock:
             return dict(self._counts)
 
-    @contextmanager
-    def integrity_guard(self, id: object = None) -> Iterator[None]:
-        """Count and log every IntegrityError raised inside. Never delete: a wrong key or a damaged row must not
-        look like an expired one (an agent store once erased a user's history that way)."""
-        try:
-            yield
-        except IntegrityError:
-            self.count("integrity_failures")
-            row = id if isinstance(id, str) and parse_row_id(id) is not None else "-"
+    def integrity_guard(self, id: object = None) -> IntegrityGuard:
+        """Count and log every IntegrityError raised inside the block."""
+        return IntegrityGuard(self, id)
+
+
+class IntegrityGuard:
+    """Counts and logs an IntegrityError leaving its block, and lets it go on. Never delete: a wrong key or a
+    damaged row must not look like an expired one (an agent store once erased a user's history that way)."""
+
+    __slots__ = ("_counters", "_id")
+
+    def __init__(self, counters: Counters, id: object) -> None:
+        self._counters, self._id = counters, id
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
+        if isinstance(error, IntegrityError):
+            self._counters.count("integrity_failures")
+            row = self._id if isinstance(self._id, str) and parse_row_id(self._id) is not None else "-"
             log.warning("scratchvault: integrity failure (row %s); nothing was deleted", row)
-            raise

@@ -1,0 +1,64 @@
+"""The SQLite write transaction: a COMMIT that fails is rolled back and leaves as a VaultError, and the thread's
+connection is left with no transaction open (the next snapshot must not join a half-finished write)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from vault import StorageError
+from vault.storage.sqlite.rows import SqliteWriteTx
+
+
+class FailingCommit:
+    """A connection whose COMMIT fails as a full disk makes it fail, recording what the transaction did."""
+
+    def __init__(self) -> None:
+        self.in_transaction = False
+        self.statements: list[str] = []
+
+    def execute(self, sql: str, parameters: tuple = ()) -> None:
+        self.statements.append(sql)
+        if sql == "BEGIN IMMEDIATE":
+            self.in_transaction = True
+        elif sql == "COMMIT":
+            raise sqlite3.OperationalError("database or disk is full")
+
+    def rollback(self) -> None:
+        self.statements.append("ROLLBACK")
+        self.in_transaction = False
+
+
+class OneConnection:
+    """Connections handing out one connection, counting uses."""
+
+    def __init__(self, connection: FailingCommit) -> None:
+        self.connection, self.uses = connection, 0
+
+    def acquire(self) -> FailingCommit:
+        self.uses += 1
+        return self.connection
+
+    def release(self, connection: FailingCommit) -> None:
+        self.uses -= 1
+
+
+def test_a_failed_commit_is_rolled_back_released_and_raised_as_a_storage_error():
+    connection = FailingCommit()
+    connections = OneConnection(connection)
+    committed: list[bool] = []
+    with pytest.raises(StorageError, match="disk is full"):
+        with SqliteWriteTx(connections, False, lambda: committed.append(True)) as tx:
+            tx.insert_chunk(1, 0, b"sealed")
+    assert connection.statements[-2:] == ["COMMIT", "ROLLBACK"] and not connection.in_transaction
+    assert connections.uses == 0 and committed == []
+
+
+def test_an_error_inside_the_block_rolls_back_and_leaves_unchanged():
+    connection = FailingCommit()
+    connections = OneConnection(connection)
+    with pytest.raises(KeyError):
+        with SqliteWriteTx(connections, False, lambda: None):
+            raise KeyError("the caller's own error")
+    assert connection.statements == ["BEGIN IMMEDIATE", "ROLLBACK"] and connections.uses == 0
