@@ -109,11 +109,15 @@ class RowRecipe:
         return self._keys.keyset_for_read(user_id, version).turn_key(version, self.vault_id, turn_tag)
 
     def retrying(self, user_id: str, version: int, attempt: Callable[[OwnerKeyset], T]) -> T:
-        """``attempt`` with the owner's cached keyset, and once more with a fresh one if it fails: a cached keyset
-        may be stale (shredded and re-created in another process, so versions restarted). Only a part that still
-        fails is reported as tampering."""
+        """``attempt`` (an open) with the owner's cached keyset, and once more with a fresh one if it fails: a
+        cached keyset may be stale (shredded and re-created in another process, so versions restarted). Only a
+        part that still fails is reported as tampering; a version the keyset lacks even after the reload that
+        ``keyset_for_read`` makes is one at once."""
+        keyset = self._keys.keyset_for_read(user_id, version)
+        if version not in keyset.versions:
+            raise IntegrityError("row refers to a key version this owner's keyset does not hold")
         try:
-            return attempt(self._keys.keyset_for_read(user_id, version))
+            return attempt(keyset)
         except IntegrityError:
             fresh = self._keys.owner_keyset(user_id, refresh=True)
             if fresh is None:
@@ -238,9 +242,9 @@ class TurnSummaries:
         wrapped data key, needed only for format 1."""
         if sealed[0] != SUMMARY_V2:
             context = RowContext(self._recipe.vault_id, row_id)
-            aad = wrap_aad(context, self._user_id, version)
+            aad, wrapped = wrap_aad(context, self._user_id, version), wrapped_key()
             data_key = self._recipe.retrying(self._user_id, version, lambda keyset: keyset.unwrap(
-                version, wrapped_key(), aad))
+                version, wrapped, aad))
             return data_key.open_summary(sealed, summary_aad(
                 context, self._owner_tag, self._turn_tag, expires_at, size_bytes)), True
         aad = self._aad_of(row_id, expires_at, size_bytes, version)

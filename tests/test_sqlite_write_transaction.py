@@ -7,7 +7,8 @@ import sqlite3
 
 import pytest
 
-from vault import StorageError
+from vault import IntegrityError, StorageError
+from vault.storage import open_store
 from vault.storage.sqlite.rows import SqliteWriteTx
 
 
@@ -62,3 +63,17 @@ def test_an_error_inside_the_block_rolls_back_and_leaves_unchanged():
         with SqliteWriteTx(connections, False, lambda: None):
             raise KeyError("the caller's own error")
     assert connection.statements == ["BEGIN IMMEDIATE", "ROLLBACK"] and connections.uses == 0
+
+
+def test_a_chunk_index_past_the_stores_limit_is_refused_before_it_lands_in_the_next_rows_chunks(tmp_path):
+    directory = tmp_path / "db"
+    directory.mkdir(mode=0o700)
+    store = open_store(directory / "s.db")
+    try:
+        with pytest.raises(IntegrityError, match="chunk index out of range"):
+            with store.transaction() as tx:
+                tx.insert_chunk(2, store.max_chunks, b"would be chunk 0 of row 3")
+        with store.snapshot() as reads:
+            assert list(reads.read_chunks(3, 0, 0)) == [] and list(reads.read_chunks(2, 0, store.max_chunks - 1)) == []
+    finally:
+        store.close()

@@ -85,11 +85,10 @@ class Vault:
         kind = classify(observation)
         source = encode_json(observation) if kind == "json" else observation
         created_at = self._now()
-        with self._counters.integrity_guard():
-            rep = write_row(self._store, self._keys, self._rows, principal, turn_id, step_num, executor_name, kind,
-                            observation if kind == "json" else None,
-                            content_chunks(source, kind != "binary", self._store.max_chunks),
-                            created_at, expiry(created_at, ttl))
+        rep = write_row(self._store, self._keys, self._rows, self._counters.integrity_guard(), principal, turn_id,
+                        step_num, executor_name, kind, observation if kind == "json" else None,
+                        content_chunks(source, kind != "binary", self._store.max_chunks), created_at,
+                        expiry(created_at, ttl))
         self._counters.count("puts")
         return rep
 

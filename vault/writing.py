@@ -4,6 +4,7 @@ chunks as they are cut, then its envelope and summary (all or nothing: a killed 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 from keys import KeyManager, OwnerKeyset, RowRecipe, RowWriter
@@ -14,17 +15,17 @@ from vault.row.summaries import SummaryBuilder
 from vault.storage import Store, StoredRow, WriteTx
 
 
-def write_row(store: Store, keys: KeyManager, rows: RowRecipe, principal: Principal, turn_id: str, step_num: int,
-              executor_name: str, kind: str, json_value: Any, chunks: Iterator[Chunk], created_at: float,
-              expires_at: float) -> Representation:
-    """Store one row of validated inputs; returns what the model sees of it."""
+def write_row(store: Store, keys: KeyManager, rows: RowRecipe, guard: AbstractContextManager[None],
+              principal: Principal, turn_id: str, step_num: int, executor_name: str, kind: str, json_value: Any,
+              chunks: Iterator[Chunk], created_at: float, expires_at: float) -> Representation:
+    """Store one row of validated inputs (``guard`` around its transaction); returns what the model sees of it."""
     user_id = principal.user_id
     index = keys.index_key()
     owner_tag = index.owner_tag(user_id)
     turn_tag = index.turn_tag(owner_tag, turn_id)
     keyset = _keyset(store, keys, user_id, owner_tag)
     summary = SummaryBuilder(kind, json_value)
-    with store.transaction() as tx:
+    with guard, store.transaction() as tx:
         seq, recorded = tx.next_row(owner_tag, keyset.primary)
         if not keys.is_current(keyset, recorded):  # retired, shredded or re-created elsewhere
             keyset = keys.keyset_for_write(user_id, owner_tag, lambda: tx.owner_has_rows(owner_tag))

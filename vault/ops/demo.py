@@ -98,6 +98,7 @@ class _Story:
         vault, say = self.vault, self.say
         say("\n== crypto-shredding a user ==")
         copy = self.path.parent / "backup-before-shred.db"
+        copy.unlink(missing_ok=True)  # left by an earlier demo on the same --db
         storage.backup(self.path, copy)
         say(f"bob's rows before: {len(vault.list_for_turn(self.bob, 'turn-b1'))}; a backup copy was taken")
         say(f"shred_owner('bob') deleted his keyset from the keyring and {vault.shred_owner('bob')} row(s)")

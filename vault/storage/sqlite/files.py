@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from vault.errors import VaultError
+from vault.errors import UnsafeStorage, VaultError
 from vault.storage.base import Finding
 from vault.storage.sqlite import paths, schema
 from vault.storage.sqlite.connections import TRANSLATE, file_uri
@@ -40,14 +41,18 @@ def vault_id_at(path: Path) -> bytes | None:
 
 
 def backup(path: Path, target: Path) -> None:
-    """A consistent copy of the live database at ``target`` (0600), as a backup job would make it."""
+    """A consistent copy of the live database at ``target``, a new file made 0600 before anything is copied into
+    it, as a backup job would make it."""
+    try:
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    except OSError as error:
+        raise UnsafeStorage(f"cannot make the backup file ({error.strerror or type(error).__name__})") from None
     with _read_only(path) as source, TRANSLATE:
         copy = sqlite3.connect(target)
         try:
             source.backup(copy)
         finally:
             copy.close()
-    target.chmod(0o600)
 
 
 def _facts(connection: sqlite3.Connection, now: float) -> list[Finding]:

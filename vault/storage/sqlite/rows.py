@@ -12,7 +12,7 @@ from vault.errors import IntegrityError
 from vault.storage.base import ListedRow, RowSeqs, StoredRow
 from vault.storage.sqlite import schema
 from vault.storage.sqlite.connections import TRANSLATE, Connections
-from vault.storage.sqlite.schema import CHUNK_SHIFT, blob, valid_seq
+from vault.storage.sqlite.schema import CHUNK_SHIFT, MAX_CHUNKS, blob, valid_seq
 
 
 class SqliteReads:
@@ -168,6 +168,8 @@ class SqliteWriteTx(SqliteReads):
 
     def insert_chunk(self, seq: int, index: int, sealed: bytes) -> None:
         """Store one sealed chunk of row ``seq`` under its key ``seq << 20 | index``."""
+        if not 0 <= index < MAX_CHUNKS:  # else it would land in the next seq's chunks
+            raise IntegrityError("chunk index out of range")
         self._execute(schema.INSERT_CHUNK, ((seq << CHUNK_SHIFT) | index, sealed))
 
     def insert_row(self, row: StoredRow, sealed_summary: bytes) -> None:

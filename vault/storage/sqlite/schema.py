@@ -118,7 +118,7 @@ def stored_row(row: tuple) -> StoredRow:
     check_columns(key_version, expires_at, size_bytes)
     if not valid_seq(seq):
         raise IntegrityError("a stored row has columns of the wrong type")
-    return StoredRow(seq, blob(row_id), blob(owner_tag), blob(turn_tag), key_version, float(expires_at),
+    return StoredRow(seq, blob(row_id), blob(owner_tag), blob(turn_tag), key_version, expires_at,
                      size_bytes, blob(wrapped_key), blob(metadata))
 
 
@@ -129,7 +129,7 @@ def with_summaries(found: list[tuple]) -> list[tuple[StoredRow, bytes | None]]:
 
 def check_columns(key_version: object, expires_at: object, size_bytes: object) -> None:
     """A row's typed clear columns (REAL expiry, INTEGER version and size) as the vault writes them."""
-    if not (type(key_version) is int and 1 <= key_version <= MAX_KEY_VERSION and type(expires_at) in (int, float)
+    if not (type(key_version) is int and 1 <= key_version <= MAX_KEY_VERSION and type(expires_at) is float
             and type(size_bytes) is int and 0 <= size_bytes < 2**63):
         raise IntegrityError("a stored row has columns of the wrong type")
 
