@@ -25,18 +25,22 @@ class SqliteReads:
         self._ids_indexed = ids_indexed
 
     def __enter__(self) -> SqliteReads:
+        self._begin("BEGIN DEFERRED", join=True)
+        return self
+
+    def _begin(self, statement: str, join: bool) -> None:
+        """Take this thread's connection and begin (or, with ``join``, join its open transaction)."""
         connection = self._connections.acquire()
-        self._own = not connection.in_transaction
+        self._own = not (join and connection.in_transaction)
         if self._own:
             try:
                 with TRANSLATE:
-                    connection.execute("BEGIN DEFERRED")
+                    connection.execute(statement)
             except BaseException:
                 self._connections.release(connection)
                 raise
         self.connection = connection
         self._execute = connection.execute
-        return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
         try:
@@ -130,15 +134,7 @@ class SqliteWriteTx(SqliteReads):
         self._committed = committed
 
     def __enter__(self) -> SqliteWriteTx:
-        connection = self._connections.acquire()
-        try:
-            with TRANSLATE:
-                connection.execute("BEGIN IMMEDIATE")
-        except BaseException:
-            self._connections.release(connection)
-            raise
-        self.connection = connection
-        self._execute = connection.execute
+        self._begin("BEGIN IMMEDIATE", join=False)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
