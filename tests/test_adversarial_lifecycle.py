@@ -9,9 +9,9 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
-from test_at_rest import disk, leaks, sealed_parts, windows
-from test_isolation import CONTENT, PRINCIPALS, TURNS, EachPrincipalSeesExactlyItsOwnLiveRows
 
+from tests.test_at_rest import disk, leaks, sealed_parts, windows
+from tests.test_isolation import CONTENT, PRINCIPALS, TURNS, EachPrincipalSeesExactlyItsOwnLiveRows
 from vault import KeyUnavailable, NotFound, Principal, Vault
 
 

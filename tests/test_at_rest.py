@@ -16,8 +16,8 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from memory_keyring import MemoryKeyring
 
+from keys.testing import MemoryKeyring
 from vault import NotFound, Principal, UnsafeStorage, Vault
 
 SUFFIXES = ("", "-wal", "-shm", "-journal")

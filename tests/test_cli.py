@@ -1,5 +1,5 @@
 """The ``scratchvault`` command, run as a subprocess against a real database and a file-backed test keyring
-(tests/file_keyring.py, chosen through PYTHON_KEYRING_BACKEND as an operator would choose a backend)."""
+(tests/support/file_keyring.py, chosen through PYTHON_KEYRING_BACKEND as an operator would choose a backend)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from file_keyring import load, save
 
+from tests.support.file_keyring import load, save
+from tests.support.repository import ROOT, child_env
 from vault.ops import cli as cli_module
 from vault.ops import commands
 
-ROOT = Path(__file__).resolve().parent.parent
 CONTENT = "CANARY-CONTENT-q7 " * 300
 USER, TURN, EXECUTOR = "CANARY-USER-alice", "CANARY-TURN-9", "CANARY-EXEC-fetch"
 CANARIES = ("CANARY", "q7", "alice")
@@ -31,8 +31,7 @@ class Cli:
 
     def __init__(self, root: Path, db: Path) -> None:
         self.db, self.keyring, self.audit = db, root / "keyring.json", root / "audit.log"
-        self.env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent),
-                    "PYTHON_KEYRING_BACKEND": "file_keyring.FileKeyring",
+        self.env = {**child_env(), "PYTHON_KEYRING_BACKEND": "tests.support.file_keyring.FileKeyring",
                     "SCRATCHVAULT_TEST_KEYRING": str(self.keyring), "SCRATCHVAULT_AUDIT_LOG": str(self.audit)}
 
     def run(self, *args: str, stdin: bytes = b"", db: bool = True, **popen) -> subprocess.CompletedProcess:

@@ -1,13 +1,12 @@
 """Threads on one Vault, processes on one file, a process killed mid-write, and a turn resumed elsewhere.
 
-Child processes run this module's ``child_main`` (``python -c``, with tests/ on sys.path) and share keys through
-``FileKeyring``, a flock-protected JSON file: the in-memory keyring cannot cross a process boundary.
+Child processes run this module's ``child_main`` (``python -c``, the repository root on their PYTHONPATH) and
+share keys through ``FileKeyring``, a flock-protected JSON file: the in-memory keyring cannot cross a process
+boundary.
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import signal
 import sqlite3
@@ -15,59 +14,17 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import closing, contextmanager
+from contextlib import closing
 from pathlib import Path
 
 import pytest
-from conftest import owner_username
-from keyring.backend import KeyringBackend
-from keyring.errors import PasswordDeleteError
 
+from tests.support.file_keyring import FileKeyring, entry, load
+from tests.support.keyring_entries import owner_username
+from tests.support.repository import calling, child_env
 from vault import NotFound, Principal, Vault
 
-TESTS = Path(__file__).resolve().parent
-CHILD = (f"import sys; sys.path[:0] = [{str(TESTS)!r}, {str(TESTS.parent)!r}]; "
-         "import test_concurrency; test_concurrency.child_main()")
-
-
-class FileKeyring(KeyringBackend):
-    """Test-only keyring shared by processes: a JSON file, read-modify-written under an exclusive flock."""
-
-    def __init__(self, path: str | Path) -> None:
-        super().__init__()
-        self.path = Path(path)
-
-    @contextmanager
-    def _locked(self):
-        with open(f"{self.path}.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield json.loads(self.path.read_text()) if self.path.exists() else {}
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-
-    def _save(self, data: dict) -> None:
-        temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(data))
-        os.replace(temporary, self.path)
-
-    def get_password(self, service, username):
-        with self._locked() as data:
-            return data.get(f"{service}\n{username}")
-
-    def set_password(self, service, username, password):
-        with self._locked() as data:
-            data[f"{service}\n{username}"] = password
-            self._save(data)
-
-    def delete_password(self, service, username):
-        with self._locked() as data:
-            if data.pop(f"{service}\n{username}", None) is None:
-                raise PasswordDeleteError("no such password")
-            self._save(data)
-
-
-KeyringBackend._classes.discard(FileKeyring)  # never a candidate for keyring's auto-detection
+CHILD = calling("tests.test_concurrency.child_main")
 
 
 def payload(tag: str, i: int):
@@ -92,7 +49,8 @@ def child_main() -> None:
 
 
 def spawn(*args) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", CHILD, *map(str, args)], stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, "-c", CHILD, *map(str, args)], stdout=subprocess.PIPE, text=True,
+                            env=child_env())
 
 
 def start_together(go: Path, *children: subprocess.Popen) -> None:
@@ -116,10 +74,10 @@ def shared(tmp_path, db_path):
 
 
 def owner_entries(keyring_file: Path, user: str) -> list[str]:
-    entries = json.loads(keyring_file.read_text())
-    (index,) = [k.split("\n")[0] for k in entries if k.endswith("/index\nindex")]
-    name = owner_username(lambda service, username: entries.get(f"{service}\n{username}"), index, user)
-    return [k for k in entries if k.endswith(f"/owner\n{name}")]
+    entries = load(keyring_file)
+    (index,) = [k.split("\0")[0] for k in entries if k.endswith("/index\0index")]
+    name = owner_username(lambda service, username: entries.get(entry(service, username)), index, user)
+    return [k for k in entries if k.endswith(f"/owner\0{name}")]
 
 
 def assert_rows_exact(vault, user, turn, ids):
@@ -227,8 +185,8 @@ def test_processes_creating_one_new_vault_agree_on_one_vault_id(tmp_path, db_pat
     children = [spawn(db_path, keyring_file, f"u{n}", "t", 3, go) for n in range(3)]
     start_together(go, *children)  # each opened (and so raced to create) the vault before "ready"
     ids = [finish(child) for child in children]
-    entries = json.loads(keyring_file.read_text())
-    assert len([k for k in entries if k.endswith("/index\nindex")]) == 1
+    entries = load(keyring_file)
+    assert len([k for k in entries if k.endswith("/index\0index")]) == 1
     with Vault.open(db_path, keyring_backend=FileKeyring(keyring_file)) as vault:
         for n, rows in enumerate(ids):
             assert_rows_exact(vault, f"u{n}", "t", rows)

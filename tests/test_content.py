@@ -10,11 +10,11 @@ import sqlite3
 from array import array
 
 import pytest
-from conftest import FakeClock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memory_keyring import MemoryKeyring
 
+from keys.testing import MemoryKeyring
+from tests.support.clock import FakeClock
 from vault import IntegrityError, InvalidArgument, Principal, Vault
 from vault.row.chunks import chunked, content_chunks, text_pieces
 from vault.storage.sqlite.schema import MAX_CHUNKS

@@ -1,7 +1,7 @@
 """A writer SIGKILLed at random points, 50 times on one database: nothing acknowledged is lost, nothing
 half-written is ever visible, and SQLite's integrity check passes after every kill.
 
-The child (``python -c``, tests/ on sys.path, keys in ``test_concurrency.FileKeyring``) puts observations of
+The child (``python -c``, the repository root on its PYTHONPATH, keys in a ``FileKeyring``) puts observations of
 random sizes (1 B .. 300 KB, many of several 64 KiB chunks, ASCII text, binary and JSON) in a loop and prints
 ``<id> <sha256>`` after each put returns. Every content is a function of (iteration, step), so a row that was
 committed but not yet acknowledged when the kill came can be checked too. After each kill the parent also
@@ -27,13 +27,12 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from test_concurrency import FileKeyring
 
+from tests.support.file_keyring import FileKeyring
+from tests.support.repository import calling, child_env
 from vault import Principal, Vault
 
-TESTS = Path(__file__).resolve().parent
-CHILD = (f"import sys; sys.path[:0] = [{str(TESTS)!r}, {str(TESTS.parent)!r}]; "
-         "import test_crash; test_crash.child_main()")
+CHILD = calling("tests.test_crash.child_main")
 KILLS = 50
 CHUNK = 64 * 1024  # plaintext bytes per chunk (row format v1); ASCII and binary content: bytes == units
 SHORT_TTL, LONG_TTL = 1000, 2_000_000
@@ -83,7 +82,7 @@ def child_main() -> None:
 def run_and_kill(db: Path, keyring_file: Path, iteration: int, rng: random.Random) -> list[str]:
     """Start a child, SIGKILL it at a random point, return every line it printed."""
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(db), str(keyring_file), str(iteration)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
     lines: queue.Queue[str] = queue.Queue()
     reader = threading.Thread(target=lambda: [lines.put(line) for line in child.stdout], daemon=True)
     reader.start()

@@ -6,11 +6,10 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.repository import ROOT
 
 
 def readme_example() -> str:

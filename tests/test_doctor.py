@@ -10,13 +10,12 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from conftest import legacy_file
 
 from keys.testing import MemoryKeyring
+from tests.support.repository import ROOT
+from tests.support.sqlite_files import legacy_file
 from vault import Principal, Vault
 from vault.ops.doctor import diagnose
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def doctor(db_path: Path) -> subprocess.CompletedProcess:

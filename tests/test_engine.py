@@ -11,11 +11,11 @@ import array
 import io
 import json
 import re
-from pathlib import Path
 
 import pytest
-from memory_keyring import MemoryKeyring
 
+from keys.testing import MemoryKeyring
+from tests.support.repository import ROOT
 from vault import SCRATCHPAD_READ_TOOL, InvalidArgument, NotFound, Principal, Vault, tool_declaration
 from vault.engine import NOT_FOUND, OFFLOADED_KEYS, Scratchpad
 
@@ -224,7 +224,7 @@ def test_a_failing_metrics_hook_breaks_nothing(vault, alice):
 
 def readme_block(heading: str) -> str:
     """The first Python block after ``heading`` in the README."""
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    text = (ROOT / "README.md").read_text()
     return re.search(r"```python\n(.*?)```", text[text.index(heading):], re.S).group(1)
 
 

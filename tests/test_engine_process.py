@@ -9,18 +9,15 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-from test_concurrency import FileKeyring
 
+from tests.support.file_keyring import FileKeyring
+from tests.support.repository import ROOT, calling, child_env
 from vault import SCRATCHPAD_READ_TOOL, Principal, Vault
 from vault.engine import NOT_FOUND, Scratchpad
 
-TESTS = Path(__file__).resolve().parent
-ROOT = TESTS.parent
-RESUME = (f"import sys; sys.path[:0] = [{str(TESTS)!r}, {str(ROOT)!r}]; "
-          "import test_engine_process; test_engine_process.resume_main()")
+RESUME = calling("tests.test_engine_process.resume_main")
 PAGE = "".join(f"row {i:05} of a large tool output\n" for i in range(3000))
 
 
@@ -53,7 +50,7 @@ def test_turn_suspended_here_is_resumed_in_a_new_process(tmp_path, db_path):
         seen = pad.observe(Principal("alice"), "t-resume", 1, "web.fetch", PAGE, ttl_seconds=3600)
         pad.observe(Principal("alice"), "t-other", 1, "web.fetch", PAGE, ttl_seconds=3600)
     child = subprocess.run([sys.executable, "-c", RESUME, str(db_path), str(keyring_file), json.dumps(seen)],
-                           capture_output=True, text=True, timeout=120, check=False)
+                           capture_output=True, text=True, timeout=120, check=False, env=child_env())
     assert child.returncode == 0, child.stderr
     report = json.loads(child.stdout)
     assert report["tools"] == [SCRATCHPAD_READ_TOOL] and report["bob_tools"] == []

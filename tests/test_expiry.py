@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import T0
 
+from tests.support.clock import T0
 from vault import InvalidArgument, NotFound, Vault
 
 

@@ -8,12 +8,12 @@ lifetime is shortened or its content changed.
 from __future__ import annotations
 
 import pytest
-from conftest import FakeClock
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
-from memory_keyring import MemoryKeyring
-from test_inputs import FUZZ, WIDE
 
+from keys.testing import MemoryKeyring
+from tests.support.clock import FakeClock
+from tests.support.fuzzing import FUZZ, WIDE
 from vault import InvalidArgument, Principal, Vault, VaultError, tool_declaration
 
 OWNER = Principal("fuzz-owner")

@@ -6,11 +6,12 @@ import sqlite3
 from array import array
 
 import pytest
-from conftest import FakeClock
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
-from memory_keyring import MemoryKeyring
 
+from keys.testing import MemoryKeyring
+from tests.support.clock import FakeClock
+from tests.support.fuzzing import FUZZ, WIDE
 from vault import InvalidArgument, NotFound, Principal, Vault, VaultError
 
 DAY = 24 * 3600
@@ -219,21 +220,6 @@ def test_open_with_non_utf8_file_name_is_a_vault_error_or_works(vault_dir, keyri
 
 
 # -- fuzzing: whatever a caller (or a model, through the tool) passes, only VaultError comes out --------------
-SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.sampled_from([2**63, -(2**63) - 1, 10**400, 2**53]),
-    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=40),
-    st.sampled_from(["", "\x00", "\ud800", "'; DROP TABLE rows; --", "head", "range", "0" * 32, "a\x00b"]),
-    st.binary(max_size=40),
-)
-WIDE = st.recursive(
-    SCALARS,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8) | st.integers(), inner, max_size=4),
-    max_leaves=12,
-)
-FUZZ = settings(max_examples=100, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-
-
 def only_vault_errors(call, vault) -> None:
     before = rows(vault)
     try:

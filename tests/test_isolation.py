@@ -13,12 +13,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import FakeClock
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
-from memory_keyring import MemoryKeyring
 
+from keys.testing import MemoryKeyring
+from tests.support.clock import FakeClock
 from vault import InvalidArgument, NotFound, Principal, Vault
 
 ACCESSES = {

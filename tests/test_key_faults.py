@@ -15,8 +15,8 @@ import pytest
 from keyring.backend import KeyringBackend
 from keyring.backends import chainer, fail, null
 from keyring.errors import KeyringLocked
-from memory_keyring import MemoryKeyring
 
+from keys.testing import MemoryKeyring
 from vault import InvalidArgument, KeyUnavailable, NotFound, Principal, Vault
 
 ALICE = Principal("alice")

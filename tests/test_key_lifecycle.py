@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 from keyring.backend import KeyringBackend
-from test_concurrency import FileKeyring
 
 from keys.testing import MemoryKeyring
+from tests.support.file_keyring import FileKeyring
+from tests.support.repository import child_env
 from vault import InvalidArgument, KeyUnavailable, NotFound, Principal, Vault
 
 ALICE, BOB = Principal("alice"), Principal("bob")
-TESTS = Path(__file__).parent
 
 
 def backup(db_path: Path, target: Path) -> Path:
@@ -70,8 +70,7 @@ def test_rewrap_moves_every_row_to_the_primary_version_without_touching_content(
 
 REWRAP_CHILD = """
 import os, signal, sys
-sys.path[:0] = [sys.argv[3], sys.argv[4]]
-from test_concurrency import FileKeyring
+from tests.support.file_keyring import FileKeyring
 from vault import Vault
 from vault.storage.sqlite.store import SqliteWriteTx
 updates = 0
@@ -79,7 +78,7 @@ original = SqliteWriteTx.update_wrapped_key
 def dying(tx, seq, version, wrapped, summary):
     global updates
     updates += 1
-    if updates == int(sys.argv[5]):
+    if updates == int(sys.argv[3]):
         os.kill(os.getpid(), signal.SIGKILL)  # mid-batch: that batch's transaction never commits
     original(tx, seq, version, wrapped, summary)
 SqliteWriteTx.update_wrapped_key = dying
@@ -94,8 +93,8 @@ def test_rewrap_killed_half_way_leaves_every_row_readable_and_resumes(tmp_path, 
     with Vault.open(db_path, keyring_backend=FileKeyring(ring_file)) as vault:
         ids = {vault.put(ALICE, "t", n, "x", f"row {n}").id: f"row {n}" for n in range(200)}
         vault.rotate_owner_key("alice")
-    child = subprocess.run([sys.executable, "-c", REWRAP_CHILD, db_path, ring_file, str(TESTS),
-                            str(TESTS.parent), "130"], capture_output=True, timeout=60, check=False)
+    child = subprocess.run([sys.executable, "-c", REWRAP_CHILD, db_path, ring_file, "130"], capture_output=True,
+                           timeout=60, check=False, env=child_env())
     assert child.returncode == -9
     versions = dict(table(db_path, "SELECT key_version, count(*) FROM rows GROUP BY key_version"))
     assert versions == {1: 80, 2: 120}  # six batches of 20 committed, the seventh rolled back

@@ -13,10 +13,10 @@ import uuid
 from contextlib import closing
 
 import pytest
-from conftest import owner_username
 from keyring.errors import PasswordDeleteError
-from memory_keyring import MemoryKeyring
 
+from keys.testing import MemoryKeyring
+from tests.support.keyring_entries import owner_username
 from vault import IntegrityError, KeyUnavailable, NotFound, Principal, Vault
 
 TEXT = "line of a fetched page é€\n" * 4000  # > one 64 KiB chunk

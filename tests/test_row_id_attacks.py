@@ -12,7 +12,6 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from conftest import legacy_file, seq_of, table_counts
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
@@ -20,6 +19,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 from keys.aead import BlockPermutation
 from keys.blind_index import IndexKey
 from keys.keyset import parse_single_key
+from tests.support.sqlite_files import legacy_file, seq_of, table_counts
 from vault import IntegrityError, NotFound, Vault, VaultError
 from vault.storage.sqlite.schema import MAX_SEQ
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from conftest import seq_of
-from memory_keyring import MemoryKeyring
 
 from keys.aead import BlockPermutation
 from keys.blind_index import IndexKey
 from keys.errors import IntegrityError
+from keys.testing import MemoryKeyring
+from tests.support.sqlite_files import seq_of
 from vault import NotFound, Vault
 
 

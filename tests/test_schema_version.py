@@ -10,8 +10,8 @@ import sqlite3
 from contextlib import closing
 
 import pytest
-from conftest import legacy_file, user_version
 
+from tests.support.sqlite_files import legacy_file, user_version
 from vault import Principal, StorageError, Vault
 from vault.storage.sqlite.schema import SCHEMA_VERSION
 

@@ -7,11 +7,11 @@ import json
 import random
 
 import pytest
-from conftest import FakeClock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memory_keyring import MemoryKeyring
 
+from keys.testing import MemoryKeyring
+from tests.support.clock import FakeClock
 from vault import InvalidArgument, NotFound, Principal, Vault
 
 K64 = 64 * 1024

@@ -24,14 +24,13 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from conftest import FakeClock
-from test_concurrency import FileKeyring
 
+from tests.support.clock import FakeClock
+from tests.support.file_keyring import FileKeyring
+from tests.support.repository import calling, child_env
 from vault import NotFound, Principal, Vault
 
-TESTS = Path(__file__).resolve().parent
-CHILD = (f"import sys; sys.path[:0] = [{str(TESTS)!r}, {str(TESTS.parent)!r}]; "
-         "import test_soak; test_soak.soak_main()")
+CHILD = calling("tests.test_soak.soak_main")
 PROCESSES, SECONDS = 4, 8.0
 SHARED, SHARED_TURNS, OWN_TURNS = "shared", ("s0", "s1"), ("t0", "t1", "t2")
 OPS = {"put": 30, "get": 20, "read": 10, "list": 15, "delete": 10, "gc": 5, "extend": 10}
@@ -216,7 +215,8 @@ def test_four_processes_mixed_operations_lose_nothing_and_raise_nothing_unexpect
     Vault.open(db_path, keyring_backend=FileKeyring(keyring_file)).close()
     results = [tmp_path / f"result-{n}.json" for n in range(PROCESSES)]
     children = [subprocess.Popen([sys.executable, "-c", CHILD, str(db_path), str(keyring_file), str(n), str(go),
-                                  str(SECONDS), str(results[n])], stdout=subprocess.PIPE, text=True)
+                                  str(SECONDS), str(results[n])], stdout=subprocess.PIPE, text=True,
+                                 env=child_env())
                 for n in range(PROCESSES)]
     for child in children:
         assert child.stdout.readline().strip() == "ready"

@@ -16,9 +16,10 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from conftest import T0, FakeClock, legacy_file, table_counts
-from memory_keyring import MemoryKeyring
 
+from keys.testing import MemoryKeyring
+from tests.support.clock import T0, FakeClock
+from tests.support.sqlite_files import legacy_file, table_counts
 from vault import IntegrityError, KeyUnavailable, NotFound, Principal, Vault, VaultError
 
 PRINCIPALS = {"alice": Principal("alice", actor="planner"), "bob": Principal("bob")}

@@ -19,8 +19,8 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from test_tamper import PRINCIPALS, audit, check, must, open_vault, setcol, swaps, table_counts, world
 
+from tests.test_tamper import PRINCIPALS, audit, check, must, open_vault, setcol, swaps, table_counts, world
 from vault import KeyUnavailable, VaultError
 
 TABLES = ("chunks", "meta", "owner_keys", "owners", "rows", "summaries")

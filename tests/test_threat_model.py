@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.repository import ROOT
+
 SECTIONS = ("Properties and their mitigations", "Adversarial tests")
 NODE_ID = re.compile(r"`(tests/[\w/]+\.py::[^`\s]+)`")
 NOT_RUN = {"skip", "skipif", "xfail", "real_keyring"}  # real_keyring tests skip without a Secret Service

@@ -15,12 +15,12 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from conftest import legacy_file, seq_of, table_counts, user_version
-from file_keyring import FileKeyring
 
+from tests.support.file_keyring import FileKeyring
+from tests.support.repository import ROOT
+from tests.support.sqlite_files import legacy_file, seq_of, table_counts, user_version
 from vault import IntegrityError, NotFound, Principal, Vault
 
-ROOT = Path(__file__).resolve().parent.parent
 PREVIOUS = "5869981"  # the last commit before row ids named their seq: SCHEMA_VERSION 2, random ids, id index
 ALICE, BOB = Principal("alice"), Principal("bob")
 
@@ -43,7 +43,7 @@ CHILD = r"""
 import json, sys
 from vault import Principal, Vault, VaultError
 from vault.store import SCHEMA_VERSION  # the previous release's layout
-from file_keyring import FileKeyring
+from tests.support.file_keyring import FileKeyring
 try:
     vault = Vault.open(sys.argv[1], keyring_backend=FileKeyring())
     print(json.dumps(SCHEMA_VERSION), flush=True)
@@ -77,8 +77,9 @@ class Previous:
     """A process running the previous release on one database, with the test keyring file."""
 
     def __init__(self, tree: Path, db: Path, ring: Path) -> None:
-        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "tests"), "SCRATCHVAULT_TEST_KEYRING": str(ring)}
-        # cwd first on sys.path (python -c): the previous release's vault/ and keys/, never this tree's
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "SCRATCHVAULT_TEST_KEYRING": str(ring)}
+        # cwd first on sys.path (python -c): the previous release's vault/ and keys/, never this tree's; the
+        # repository root after it, for tests.support.file_keyring only
         self.process = subprocess.Popen([sys.executable, "-c", CHILD, str(db)], cwd=tree, env=env, text=True,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.opened = self._answer()

@@ -13,8 +13,6 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from conftest import FakeClock, legacy_file
-from memory_keyring import MemoryKeyring
 
 from keys.aead import Aead
 from keys.blind_index import IndexKey
@@ -31,6 +29,9 @@ from keys.envelope import (
 )
 from keys.errors import IntegrityError
 from keys.keyset import OwnerKeyset, parse_single_key
+from keys.testing import MemoryKeyring
+from tests.support.clock import FakeClock
+from tests.support.sqlite_files import legacy_file
 from vault import Principal, Vault
 from vault.row.chunks import chunked, text_pieces
 from vault.row.format import Metadata, SummaryRecord
