@@ -1,4 +1,4 @@
-"""Arguments of every type and size for fuzzing the public API (tests/test_inputs.py, tests/test_fuzz_api.py)."""
+"""Arguments of every type and size for fuzzing the public API (tests/vault/test_inputs.py, test_fuzz_api.py)."""
 
 from __future__ import annotations
 

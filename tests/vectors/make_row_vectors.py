@@ -6,7 +6,7 @@ Run by hand, once per format version, from the repository root::
     python -m tests.vectors.make_row_vectors            # writes both files
     python -m tests.vectors.make_row_vectors --check    # exit 1 if a file differs from what it would write
 
-The test suite never runs this; ``tests/test_vectors.py`` recomputes every output from the file's inputs and
+The test suite never runs this; ``tests/keys/test_vectors.py`` recomputes every output from the file's inputs and
 compares. Regenerating the file to make that test pass defeats its purpose: a difference means the format
 changed, and rows already on disk would no longer open. Bump the format version instead.
 

@@ -30,7 +30,7 @@ from tests.support.file_keyring import FileKeyring
 from tests.support.repository import calling, child_env
 from vault import NotFound, Principal, Vault
 
-CHILD = calling("tests.test_soak.soak_main")
+CHILD = calling("tests.system.test_soak.soak_main")
 PROCESSES, SECONDS = 4, 8.0
 SHARED, SHARED_TURNS, OWN_TURNS = "shared", ("s0", "s1"), ("t0", "t1", "t2")
 OPS = {"put": 30, "get": 20, "read": 10, "list": 15, "delete": 10, "gc": 5, "extend": 10}

@@ -1,11 +1,10 @@
-"""Engine integration across processes: a turn suspended here is resumed by another process, and the examples
-run as a user would run them (in-memory keyring always; the OS keyring when the test command provides one).
+"""Engine integration across processes: a turn suspended here is resumed by another process (the examples, which
+do the same in one process, are tests/system/test_docs.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -13,11 +12,11 @@ import time
 import pytest
 
 from tests.support.file_keyring import FileKeyring
-from tests.support.repository import ROOT, calling, child_env
+from tests.support.repository import calling, child_env
 from vault import SCRATCHPAD_READ_TOOL, Principal, Vault
 from vault.engine import NOT_FOUND, Scratchpad
 
-RESUME = calling("tests.test_engine_process.resume_main")
+RESUME = calling("tests.system.test_engine_resume.resume_main")
 PAGE = "".join(f"row {i:05} of a large tool output\n" for i in range(3000))
 
 
@@ -63,52 +62,3 @@ def test_turn_suspended_here_is_resumed_in_a_new_process(tmp_path, db_path):
     assert report["stats"]["tool_reads"] == 1 and report["stats"]["denied_reads"] == 1
 
 
-def run_example(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env=env or os.environ.copy(), check=False)
-
-
-def assert_story(result: subprocess.CompletedProcess) -> None:
-    assert result.returncode == 0, result.stdout + result.stderr
-    out = result.stdout
-    assert '[bob] model sees: {"error": "not found' in out
-    assert "bob's model used alice's id and got not found" in out
-    assert '[alice] model sees: {"id":' in out and '"content_kind": "text"' in out  # a representation
-    assert "[bob] model sees: {\"sum\": 42}" in out  # an inline observation
-    assert '[bob] model sees: {"count": 400}' in out  # ${step2.results} resolved to the full list
-    assert "extend_turn(ttl_seconds=3600) extended 1 row(s)" in out
-    assert "[bob] (not resumed) tools offered: []" in out
-    resumed = out.split("20 minutes later")[1]
-    assert "[alice] tools offered: ['scratchpad_read']" in resumed  # the tool came back ...
-    assert '[alice] model sees: {"id": "' in resumed and '"content": "' in resumed  # ... and reads
-    assert "gc removed 1 expired row(s)" in out and "clean-up: shred_owner removed 1 row(s)" in out
-
-
-def test_agent_loop_example_runs_with_the_memory_keyring():
-    result = run_example("examples/agent_loop.py", "--memory-keyring")
-    assert_story(result)
-    assert "keys.testing.MemoryKeyring" in result.stdout
-
-
-def test_agent_loop_example_without_a_usable_keyring_says_what_to_do():
-    env = os.environ | {"PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
-    result = run_example("examples/agent_loop.py", env=env)
-    assert result.returncode == 2
-    assert "--memory-keyring" in result.stderr and "Traceback" not in result.stderr
-
-
-@pytest.mark.real_keyring
-def test_agent_loop_example_runs_against_the_os_keyring(real_keyring):
-    result = run_example("examples/agent_loop.py")
-    assert_story(result)
-    assert "SecretService" in result.stdout
-
-
-def test_tool_shapes_example_prints_the_three_vendor_shapes():
-    result = run_example("examples/tool_shapes.py")
-    assert result.returncode == 0, result.stderr
-    blocks = [json.loads(block.split("\n", 1)[1]) for block in result.stdout.split("== ")[1:]]
-    assert [sorted(block) for block in blocks] == [
-        ["function", "type"], ["description", "input_schema", "name"], ["description", "inputSchema", "name"]]
-    assert blocks[0]["function"]["parameters"] == blocks[1]["input_schema"] == blocks[2]["inputSchema"] == (
-        SCRATCHPAD_READ_TOOL["parameters"])

@@ -331,6 +331,17 @@ def test_flipped_key_commitment_or_vault_id_is_refused(world, tmp_path):
         assert table_counts(path) == table_counts(world["root"] / "a" / "v.db")
 
 
+def test_a_database_that_lost_its_vault_id_is_not_given_a_new_one(db_path, keyring_backend):
+    with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
+        vault.put(Principal("alice"), "t", 1, "x", "kept")
+    secrets_before = dict(keyring_backend.secrets)
+    with sqlite3.connect(db_path) as db:
+        db.execute("DELETE FROM meta WHERE name = 'vault_id'")
+    with pytest.raises(IntegrityError):
+        Vault.open(db_path, keyring_backend=keyring_backend)
+    assert keyring_backend.secrets == secrets_before  # no new index key or keyset was made
+
+
 @pytest.mark.parametrize("sql", ["UPDATE meta SET value = 'text' WHERE name = 'vault_id'",
                                  "UPDATE owner_keys SET check_value = 'text'"], ids=["vault_id", "key_commitment"])
 def test_keyring_bookkeeping_of_wrong_type_is_a_vault_error(world, tmp_path, sql):

@@ -1,7 +1,7 @@
 """The tamper matrix: every column of every table, read from the schema itself, flipped at its start, middle and
 end, cut short, cut to nothing, extended, nudged (numbers) and given the wrong type.
 
-Targets are the big three-chunk row of tests/test_tamper.py's world (its ``rows``, ``summaries`` and every
+Targets are the big three-chunk row of test_tamper.py's world (its ``rows``, ``summaries`` and every
 ``chunks`` entry), every ``meta`` entry and the owner's ``owner_keys`` entry; a table the matrix does not know
 fails the test, so a new table cannot go untested. Each variant runs on a fresh copy, once tampered while the
 vault is closed and once while it is open with keys cached: opening may be refused with a VaultError; every
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_tamper import PRINCIPALS, audit, check, must, open_vault, setcol, swaps, table_counts, world
+from tests.attacks.test_tamper import PRINCIPALS, audit, check, must, open_vault, setcol, swaps, table_counts, world
 from vault import KeyUnavailable, VaultError
 
 TABLES = ("chunks", "meta", "owner_keys", "owners", "rows", "summaries")
@@ -130,7 +130,7 @@ def test_every_column_tampered_never_yields_altered_content_or_deletes(world, tm
 
 
 def test_parts_moved_between_two_turns_of_one_owner_are_detected(world, tmp_path):
-    """Cut-and-paste across turns (tests/test_tamper.py covers rows, owners and vaults): alice's big row (turn t)
+    """Cut-and-paste across turns (test_tamper.py covers rows, owners and vaults): alice's big row (turn t)
     and her binary row (turn u) swap wrapped keys, metadata, summaries, first chunks, whole envelopes; then the
     big row is re-tagged into turn u."""
     check(world, tmp_path / "swaps", swaps("blob"), must("get") + must("get", row="blob"))

@@ -1,5 +1,6 @@
 """A writer SIGKILLed at random points, 50 times on one database: nothing acknowledged is lost, nothing
-half-written is ever visible, and SQLite's integrity check passes after every kill.
+half-written is ever visible, and SQLite's integrity check passes after every kill. A rewrap killed half-way
+leaves every row readable and resumes.
 
 The child (``python -c``, the repository root on its PYTHONPATH, keys in a ``FileKeyring``) puts observations of
 random sizes (1 B .. 300 KB, many of several 64 KiB chunks, ASCII text, binary and JSON) in a loop and prints
@@ -32,7 +33,9 @@ from tests.support.file_keyring import FileKeyring
 from tests.support.repository import calling, child_env
 from vault import Principal, Vault
 
-CHILD = calling("tests.test_crash.child_main")
+ALICE = Principal("alice")
+
+CHILD = calling("tests.system.test_crash.child_main")
 KILLS = 50
 CHUNK = 64 * 1024  # plaintext bytes per chunk (row format v1); ASCII and binary content: bytes == units
 SHORT_TTL, LONG_TTL = 1000, 2_000_000
@@ -163,3 +166,45 @@ def test_writer_killed_at_random_points_loses_nothing_acknowledged_and_leaves_no
     print(totals, f"{len(expected)} long-lived rows at the end")
     assert totals["acknowledged"] >= 10 * KILLS and totals["multi_chunk"] >= KILLS, totals
     assert expected, "no long-lived row survived to be checked across kills"
+
+
+def table(db_path: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(db_path) as db:
+        return db.execute(sql).fetchall()
+
+
+REWRAP_CHILD = """
+import os, signal, sys
+from tests.support.file_keyring import FileKeyring
+from vault import Vault
+from vault.storage.sqlite.store import SqliteWriteTx
+updates = 0
+original = SqliteWriteTx.update_wrapped_key
+def dying(tx, seq, version, wrapped, summary):
+    global updates
+    updates += 1
+    if updates == int(sys.argv[3]):
+        os.kill(os.getpid(), signal.SIGKILL)  # mid-batch: that batch's transaction never commits
+    original(tx, seq, version, wrapped, summary)
+SqliteWriteTx.update_wrapped_key = dying
+with Vault.open(sys.argv[1], keyring_backend=FileKeyring(sys.argv[2])) as vault:
+    vault.rewrap("alice", batch=20)
+"""
+
+
+@pytest.mark.slow
+def test_rewrap_killed_half_way_leaves_every_row_readable_and_resumes(tmp_path, db_path):
+    ring_file = tmp_path / "ring.json"
+    with Vault.open(db_path, keyring_backend=FileKeyring(ring_file)) as vault:
+        ids = {vault.put(ALICE, "t", n, "x", f"row {n}").id: f"row {n}" for n in range(200)}
+        vault.rotate_owner_key("alice")
+    child = subprocess.run([sys.executable, "-c", REWRAP_CHILD, db_path, ring_file, "130"], capture_output=True,
+                           timeout=60, check=False, env=child_env())
+    assert child.returncode == -9
+    versions = dict(table(db_path, "SELECT key_version, count(*) FROM rows GROUP BY key_version"))
+    assert versions == {1: 80, 2: 120}  # six batches of 20 committed, the seventh rolled back
+    assert table(db_path, "PRAGMA integrity_check") == [("ok",)]
+    with Vault.open(db_path, keyring_backend=FileKeyring(ring_file)) as vault:
+        assert {row: vault.get(ALICE, row).content for row in ids} == ids
+        assert vault.rewrap("alice") == 80
+        assert {vault.get(ALICE, row).key_version for row in ids} == {2}

@@ -1,6 +1,7 @@
-"""Issue 7's isolation state machine and disk-leakage checks, extended to what the key lifecycle added:
-crypto-shredding, rotation (with rewrap and retirement) and extend_turn, interleaved with everything
-tests/test_isolation.py's machine already does (puts, reads, listings, deletes, expiry, gc).
+"""The isolation state machine of test_isolation.py, extended to what the key lifecycle added: crypto-shredding,
+rotation (with rewrap and retirement) and extend_turn, interleaved with everything the parent machine does (puts,
+reads, listings, deletes, expiry, gc); and a shredded owner starts afresh. That a shredded owner leaves nothing on
+disk is tests/attacks/test_at_rest.py.
 """
 
 from __future__ import annotations
@@ -10,9 +11,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
-from tests.test_at_rest import disk, leaks, sealed_parts, windows
-from tests.test_isolation import CONTENT, PRINCIPALS, TURNS, EachPrincipalSeesExactlyItsOwnLiveRows
-from vault import KeyUnavailable, NotFound, Principal, Vault
+from tests.vault.test_isolation import CONTENT, PRINCIPALS, TURNS, EachPrincipalSeesExactlyItsOwnLiveRows
+from vault import KeyUnavailable, NotFound, Vault
 
 
 class EachPrincipalSeesExactlyItsOwnLiveRowsThroughShredsAndRotations(EachPrincipalSeesExactlyItsOwnLiveRows):
@@ -64,30 +64,6 @@ TestEachPrincipalSeesExactlyItsOwnLiveRowsThroughShredsAndRotations = (
     EachPrincipalSeesExactlyItsOwnLiveRowsThroughShredsAndRotations.TestCase)
 TestEachPrincipalSeesExactlyItsOwnLiveRowsThroughShredsAndRotations.settings = settings(
     max_examples=30, stateful_step_count=30, deadline=None, database=None)
-
-
-@pytest.mark.parametrize("long_names", [False, True], ids=["short_names", "overflowing_rows"])
-def test_shredded_owner_leaves_no_wrapped_key_metadata_or_summary_on_disk(vault, db_path, bob, long_names):
-    name = "n" * 1024 if long_names else "alice"
-    who = Principal(name, actor=name, channel=name)
-    turn = "t" * 1024 if long_names else "t"
-    keep_before = vault.put(bob, "t", 0, "tool", "bob before " * 100)
-    doomed = [vault.put(who, turn, step, turn, f"secret page {step} " * 3000) for step in range(3)]
-    keep_after = vault.put(bob, "t", 9, "tool", "bob after " * 100)
-    needles = {}
-    for rep in doomed:
-        for part, sealed in sealed_parts(db_path, rep.id).items():
-            if part != "first_chunk":  # chunks are not zeroed by design: their key went with the row
-                needles |= {f"{rep.id} {part} {k}": v for k, v in windows(sealed, 24).items()}
-    assert vault.shred_owner(name) == 3
-    for rep in doomed:
-        with pytest.raises(NotFound):
-            vault.get(who, rep.id)
-    assert vault.get(bob, keep_before.id).content == "bob before " * 100
-    assert vault.get(bob, keep_after.id).content == "bob after " * 100
-    assert leaks(disk(db_path), needles) == [], "a shredded row's sealed parts are still on disk (vault open)"
-    vault.close()
-    assert leaks(disk(db_path), needles) == [], "a shredded row's sealed parts are still on disk (closed)"
 
 
 def test_shredded_owner_starts_afresh_and_the_old_keys_never_come_back(db_path, keyring_backend, clock, alice):

@@ -1,4 +1,5 @@
-"""Threads on one Vault, processes on one file, a process killed mid-write, and a turn resumed elsewhere.
+"""Threads on one Vault (a read racing a delete and a put included), processes on one file, a process killed
+mid-write, and a turn resumed elsewhere.
 
 Child processes run this module's ``child_main`` (``python -c``, the repository root on their PYTHONPATH) and
 share keys through ``FileKeyring``, a flock-protected JSON file: the in-memory keyring cannot cross a process
@@ -23,8 +24,11 @@ from tests.support.file_keyring import FileKeyring, entry, load
 from tests.support.keyring_entries import owner_username
 from tests.support.repository import calling, child_env
 from vault import NotFound, Principal, Vault
+from vault.storage.sqlite.store import SqliteReads
 
-CHILD = calling("tests.test_concurrency.child_main")
+ALICE, BOB = Principal("alice"), Principal("bob")
+
+CHILD = calling("tests.system.test_concurrency.child_main")
 
 
 def payload(tag: str, i: int):
@@ -146,6 +150,29 @@ def test_threads_creating_the_same_new_owner_share_one_keyset(vault, db_path, ke
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as v:  # fresh cache: keys from keyring
         assert {n: v.get(Principal("newcomer"), row).content for n, row in ids.items()} == {
             n: f"from thread {n}" for n in range(8)}
+
+
+def test_a_read_racing_a_delete_and_a_put_sees_one_consistent_row(vault, db_path, monkeypatch):
+    """Another thread deletes alice's row and bob's put reuses its seq between two statements of alice's
+    read: the read sees its snapshot (alice's content), never another row's chunks (a false tamper alarm)."""
+    rep = vault.put(ALICE, "t", 1, "x", "alice data")
+    original = SqliteReads.read_chunks
+
+    def racing(reads, seq, first, last):
+        def other_thread():
+            vault.delete(ALICE, rep.id)
+            vault.put(BOB, "t", 1, "x", "bob data")
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join()
+        return original(reads, seq, first, last)
+
+    monkeypatch.setattr(SqliteReads, "read_chunks", racing)
+    assert vault.read(ALICE, rep.id).content == "alice data"
+    monkeypatch.setattr(SqliteReads, "read_chunks", original)
+    assert vault.stats()["counters"]["integrity_failures"] == 0
+    with pytest.raises(NotFound):
+        vault.read(ALICE, rep.id)
 
 
 # -- processes -----------------------------------------------------------------------------------------

@@ -1,10 +1,10 @@
-"""Attacks on row ids that encrypt their row's seq (keys/blind_index.py, vault/store.py find_row): an attacker with
-write access to the file, ids crafted with the index key, seq reuse under threads, the lookup-mode switch (a
-unique index on rows(id)) and files made before schema 3. threat_model.md, "Row ids"."""
+"""Attacks on row ids that encrypt their row's seq (keys/blind_index.py, the store's find_row): ids unique and
+reaching only their own row, never a newer row that reuses a deleted row's seq nor a row of another vault; an
+attacker with write access to the file, ids crafted with the index key, seq reuse under threads, the lookup-mode
+switch (a unique index on rows(id)) and files made before schema 3. threat_model.md, "Row ids"."""
 
 from __future__ import annotations
 
-import os
 import secrets
 import sqlite3
 import threading
@@ -12,13 +12,10 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 
-from keys.aead import BlockPermutation
 from keys.blind_index import IndexKey
 from keys.keyset import parse_single_key
+from keys.testing import MemoryKeyring
 from tests.support.sqlite_files import legacy_file, seq_of, table_counts
 from vault import IntegrityError, NotFound, Vault, VaultError
 from vault.storage.sqlite.schema import MAX_SEQ
@@ -32,8 +29,6 @@ def sql(db: Path, *statements: tuple) -> None:
         for statement, *params in statements:
             conn.execute(statement, params)
         conn.commit()
-
-
 
 
 def index_key(ring) -> IndexKey:
@@ -62,46 +57,50 @@ def outcome(vault: Vault, call) -> str:
     return "ok"
 
 
-# -- the permutation --------------------------------------------------------------------------------------------
-def test_block_permutation_agrees_with_a_fresh_cipher_under_eight_threads():
-    key = os.urandom(32)
-    shared, errors = BlockPermutation(key), []
-
-    def work():
-        for _ in range(500):
-            block = os.urandom(16)
-            fresh = Cipher(algorithms.AES(key), modes.ECB())
-            expected = fresh.encryptor().update(block)
-            if shared.encrypt(block) != expected or shared.decrypt(expected) != block:
-                errors.append(block)
-
-    threads = [threading.Thread(target=work) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+# -- what an id reaches ------------------------------------------------------------------------------------------
+def test_ids_are_unique_and_do_not_follow_the_order_of_puts(vault, alice, db_path):
+    ids = [vault.put(alice, "t", step, "x", "o").id for step in range(300)]
+    assert len(set(ids)) == 300
+    assert ids != sorted(ids) and ids != sorted(ids, reverse=True)
+    prefixes = {i[:4] for i in ids}  # sequential seqs, yet the ids' first 16 bits spread out
+    assert len(prefixes) > 250
+    assert [seq_of(db_path, i) for i in ids] == list(range(1, 301))
 
 
-def test_row_id_key_is_hkdf_expand_of_the_index_key_and_apart_from_its_other_outputs():
-    raw = bytes(range(32))
-    index = IndexKey(raw)
-    row_key = HKDFExpand(hashes.SHA256(), 32, b"scratchvault/row-id-key/v1").derive(raw)
-    assert BlockPermutation(row_key).encrypt(bytes(16)) == index._row_ids.encrypt(bytes(16))
-    others = {index._mac(b"scratchvault/audit-key/v1\x01"), index._mac(b"scratchvault/owner-name-key/v1\x01"),
-              index.owner_tag(""), index.owner_tag("scratchvault/row-id-key/v1\x01"), index.turn_tag(b"", ""),
-              index.commitment(b"")}
-    assert row_key not in others
+def test_a_deleted_rows_id_does_not_reach_the_row_that_reuses_its_seq(vault, alice, bob, db_path):
+    keep = vault.put(alice, "t", 1, "x", "kept").id
+    for owner in (alice, bob):
+        gone = vault.put(owner, "t", 2, "x", "deleted").id
+        vault.delete(owner, gone)
+        newer = vault.put(alice, "t", 3, "x", "newer").id
+        assert seq_of(db_path, newer) == 2  # the deleted row's seq, taken again
+        for who in (alice, bob):
+            with pytest.raises(NotFound):
+                vault.get(who, gone)
+            with pytest.raises(NotFound):
+                vault.read(who, gone, mode="head", n=5)
+        assert vault.get(alice, newer).content == "newer"
+        vault.delete(alice, newer)
+    assert vault.get(alice, keep).content == "kept"
 
 
-def test_frozen_row_ids_keep_naming_their_seqs():
-    """Every id in every schema 3 file depends on this derivation and layout; a change makes them all NotFound
-    (a silent miss, not an IntegrityError). Frozen: index key 00..1f, plaintext seq (8 bytes BE) | 8 bytes."""
-    index = IndexKey(bytes(range(32)))
-    frozen = {"13bcf8f2e5db2d9a09e1e3bacb76f9b2": 7, "062afb8c5f4160384e1dfea160b107b2": MAX_SEQ - 1}
-    for row_id, seq in frozen.items():
-        assert index.row_seq(bytes.fromhex(row_id)) == seq
-    assert index._row_ids.decrypt(bytes.fromhex("13bcf8f2e5db2d9a09e1e3bacb76f9b2"))[8:] == b"\xa5" * 8
+def test_another_vaults_id_for_the_same_seq_is_not_found(tmp_path, alice):
+    """Under this vault's key another vault's id names an unrelated seq (almost surely past the last possible
+    one); an id that does name a live seq must still match it whole (crafted ones, below)."""
+    directories = [tmp_path / name for name in ("a", "b")]
+    vaults = []
+    for directory in directories:
+        directory.mkdir(mode=0o700)
+        vaults.append(Vault.open(directory / "v.db", keyring_backend=MemoryKeyring()))
+    first, second = (v.put(alice, "t", 1, "x", name).id for v, name in zip(vaults, "ab", strict=True))
+    assert first != second
+    assert seq_of(directories[0] / "v.db", first) == seq_of(directories[1] / "v.db", second) == 1
+    with pytest.raises(NotFound):
+        vaults[0].get(alice, second)
+    with pytest.raises(NotFound):
+        vaults[1].get(alice, first)
+    for vault in vaults:
+        vault.close()
 
 
 # -- seq reuse and crafted ids ----------------------------------------------------------------------------------

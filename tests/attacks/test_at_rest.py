@@ -1,25 +1,27 @@
-"""What someone who reads the database files learns: no content, names or keys; 0600/0700; no leftovers.
+"""What someone who reads the database files learns: no content, names or keys, and nothing of a row once it is
+deleted, collected or its owner shredded, even after the b-tree moved cells around or a reader held the WAL.
 
-The attacker reads db, -wal and -shm (while the vault runs, and after it closed) and may own the
-directory's permissions if we let them; they never see the keyring.
+The attacker reads db, -wal and -shm (while the vault runs, and after it closed); they never see the keyring.
+The files' modes and paths are tests/storage/sqlite/test_private_files.py.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import os
+import random
 import secrets
 import sqlite3
-import stat
+import time
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from keys.testing import MemoryKeyring
-from vault import NotFound, Principal, UnsafeStorage, Vault
+from vault import NotFound, Principal, Vault
 
+ALICE = Principal("alice")
 SUFFIXES = ("", "-wal", "-shm", "-journal")
 
 
@@ -114,98 +116,6 @@ def test_keyring_secrets_are_not_on_disk(vault, db_path, keyring_backend, stored
     assert leaks(disk(db_path), needles) == []
 
 
-# -- file modes --------------------------------------------------------------------------------------
-@pytest.fixture
-def permissive_umask():
-    previous = os.umask(0)
-    yield
-    os.umask(previous)
-
-
-def mode(path: Path) -> int:
-    return stat.S_IMODE(os.lstat(path).st_mode)
-
-
-def test_db_wal_and_shm_are_0600_and_new_directory_0700_under_umask_0(tmp_path, keyring_backend, alice,
-                                                                      permissive_umask):
-    db_path = tmp_path / "fresh" / "v.db"
-    with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
-        vault.put(alice, "t", 1, "tool", "x" * 10_000)
-        present = [p for p in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")) if p.exists()]
-        assert len(present) == 3
-        assert {p.name: mode(p) for p in present} == {p.name: 0o600 for p in present}
-    assert mode(db_path) == 0o600
-    assert mode(db_path.parent) == 0o700
-
-
-def test_every_directory_vault_open_creates_is_0700_under_umask_0(tmp_path, keyring_backend, permissive_umask):
-    db_path = tmp_path / "a" / "b" / "c" / "v.db"
-    Vault.open(db_path, keyring_backend=keyring_backend).close()
-    created = [tmp_path / "a", tmp_path / "a" / "b", tmp_path / "a" / "b" / "c"]
-    assert {str(d): oct(mode(d)) for d in created} == {str(d): "0o700" for d in created}
-
-
-def make_db(path: Path, ring: MemoryKeyring) -> None:
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with Vault.open(path, keyring_backend=ring) as vault:
-        vault.put(Principal("alice"), "t", 1, "tool", "content")
-
-
-def unsafe_dir(mode_bits: int):
-    def arrange(db_path: Path, ring: MemoryKeyring) -> None:
-        db_path.parent.chmod(mode_bits)
-    return arrange
-
-
-def unsafe_file(mode_bits: int, suffix: str = ""):
-    def arrange(db_path: Path, ring: MemoryKeyring) -> None:
-        make_db(db_path, ring)
-        target = Path(f"{db_path}{suffix}")
-        target.touch()
-        target.chmod(mode_bits)
-    return arrange
-
-
-def symlinked(suffix: str):
-    def arrange(db_path: Path, ring: MemoryKeyring) -> None:
-        elsewhere = db_path.parent.parent / "elsewhere" / "real.db"
-        make_db(elsewhere, ring)  # a valid database the link points to
-        if suffix:
-            make_db(db_path, ring)
-        os.symlink(elsewhere, f"{db_path}{suffix}")
-    return arrange
-
-
-REFUSED = {"dir_0777": unsafe_dir(0o777), "dir_0775": unsafe_dir(0o775), "dir_0722": unsafe_dir(0o722),
-           "db_0666": unsafe_file(0o666), "db_0620": unsafe_file(0o620), "wal_0666": unsafe_file(0o666, "-wal"),
-           "shm_0602": unsafe_file(0o602, "-shm"), "db_symlink": symlinked(""), "wal_symlink": symlinked("-wal"),
-           "shm_symlink": symlinked("-shm")}
-
-
-def snapshot(root: Path) -> dict[str, tuple]:
-    return {str(p.relative_to(root)): (p.is_symlink(), p.read_bytes() if p.is_file() else None)
-            for p in root.rglob("*")}
-
-
-@pytest.mark.parametrize("case", sorted(REFUSED))
-def test_unsafe_storage_is_refused(tmp_path, keyring_backend, case):
-    db_path = tmp_path / "vault" / "v.db"
-    db_path.parent.mkdir(mode=0o700)
-    REFUSED[case](db_path, keyring_backend)
-    before = snapshot(tmp_path)
-    with pytest.raises(UnsafeStorage):
-        Vault.open(db_path, keyring_backend=keyring_backend)
-    assert snapshot(tmp_path) == before, "a refused open created or changed files"
-
-
-def test_world_readable_0755_directory_is_accepted(tmp_path, keyring_backend, alice):
-    directory = tmp_path / "shared"
-    directory.mkdir(mode=0o755)
-    directory.chmod(0o755)
-    with Vault.open(directory / "v.db", keyring_backend=keyring_backend) as vault:
-        rep = vault.put(alice, "t", 1, "tool", "readable directory, private file")
-        assert vault.get(alice, rep.id).content == "readable directory, private file"
-    assert mode(directory / "v.db") == 0o600
 
 
 # -- deletion leaves no unwrappable key behind ---------------------------------------------------------
@@ -245,3 +155,80 @@ def test_deleted_row_leaves_no_wrapped_key_on_disk(vault, db_path, clock, how, l
     assert leaks(disk(db_path), windows(parts["wrapped_key"])) == [], "wrapped key still on disk (vault open)"
     vault.close()
     assert leaks(disk(db_path), windows(parts["wrapped_key"])) == [], "wrapped key still on disk (closed)"
+
+
+def wrapped_keys(db_path) -> dict[str, bytes]:
+    with sqlite3.connect(db_path) as db:
+        return {row_id.hex(): key for row_id, key in db.execute("SELECT id, wrapped_key FROM rows")}
+
+
+def all_bytes(db_path: Path) -> bytes:
+    return b"".join(disk(db_path).values())
+
+
+def test_no_deleted_row_keeps_its_wrapped_key_after_rebalancing(db_path, keyring_backend, clock):
+    """900 rows, two gc waves, deletes and extensions in between: SQLite moves cells between pages; every
+    copy of a removed row's wrapped key must be gone (secure_delete=ON for rows and summaries)."""
+    rng = random.Random(7)
+    with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
+        ttl, turn = {}, {}
+        for step in range(900):
+            rep = vault.put(ALICE, f"t{step % 5}", step, "x", "z" * rng.randrange(10, 3000),
+                            ttl_seconds=(10, 100, 3600)[step % 3])
+            ttl[rep.id], turn[rep.id] = (10, 100, 3600)[step % 3], f"t{step % 5}"
+        keys = wrapped_keys(db_path)
+        deleted = [rid for rid in rng.sample(sorted(ttl), 60) if ttl[rid] == 3600]
+        for rid in deleted:
+            vault.delete(ALICE, rid)
+        clock.advance(50)
+        assert vault.gc() == 300
+        extended = {rid for rid in ttl if ttl[rid] == 100 and turn[rid] == "t1"}
+        assert vault.extend_turn(ALICE, "t1", 7200) == len([r for r in ttl if turn[r] == "t1" and ttl[r] != 10]) - len(
+            [r for r in deleted if turn[r] == "t1"])
+        clock.advance(100)
+        assert vault.gc() == 300 - len(extended)
+    gone = [rid for rid in ttl if ttl[rid] < 3600 and rid not in extended] + deleted
+    data = all_bytes(db_path)
+    assert [rid for rid in gone if keys[rid] in data] == []
+    survivors = [rid for rid in ttl if ttl[rid] == 3600 and rid not in deleted]
+    assert all(keys[rid] in data for rid in survivors[:20])  # the scan can see keys that should be there
+
+
+def test_delete_does_not_stall_behind_a_reader_and_finishes_the_checkpoint_later(db_path, keyring_backend):
+    vault = Vault.open(db_path, keyring_backend=keyring_backend)
+    rep = vault.put(ALICE, "t", 1, "x", "secret " * 100)
+    key = wrapped_keys(db_path)[rep.id]
+    reader = sqlite3.connect(db_path)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM rows").fetchone()  # holds a snapshot: a full checkpoint must wait
+    started = time.monotonic()
+    vault.delete(ALICE, rep.id)
+    assert time.monotonic() - started < 5
+    reader.rollback()
+    reader.close()
+    vault.close()  # the pending checkpoint runs here
+    assert key not in all_bytes(db_path)
+
+
+@pytest.mark.parametrize("long_names", [False, True], ids=["short_names", "overflowing_rows"])
+def test_shredded_owner_leaves_no_wrapped_key_metadata_or_summary_on_disk(vault, db_path, bob, long_names):
+    name = "n" * 1024 if long_names else "alice"
+    who = Principal(name, actor=name, channel=name)
+    turn = "t" * 1024 if long_names else "t"
+    keep_before = vault.put(bob, "t", 0, "tool", "bob before " * 100)
+    doomed = [vault.put(who, turn, step, turn, f"secret page {step} " * 3000) for step in range(3)]
+    keep_after = vault.put(bob, "t", 9, "tool", "bob after " * 100)
+    needles = {}
+    for rep in doomed:
+        for part, sealed in sealed_parts(db_path, rep.id).items():
+            if part != "first_chunk":  # chunks are not zeroed by design: their key went with the row
+                needles |= {f"{rep.id} {part} {k}": v for k, v in windows(sealed, 24).items()}
+    assert vault.shred_owner(name) == 3
+    for rep in doomed:
+        with pytest.raises(NotFound):
+            vault.get(who, rep.id)
+    assert vault.get(bob, keep_before.id).content == "bob before " * 100
+    assert vault.get(bob, keep_after.id).content == "bob after " * 100
+    assert leaks(disk(db_path), needles) == [], "a shredded row's sealed parts are still on disk (vault open)"
+    vault.close()
+    assert leaks(disk(db_path), needles) == [], "a shredded row's sealed parts are still on disk (closed)"

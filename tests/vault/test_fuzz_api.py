@@ -1,4 +1,4 @@
-"""Fuzzing the public methods tests/test_inputs.py does not reach: Vault.extend_turn, has_rows, the turn_id of
+"""Fuzzing the public methods tests/vault/test_inputs.py does not reach: Vault.extend_turn, has_rows, the turn_id of
 get and read, the key lifecycle (rotate_owner_key, rewrap, retire_old_key_versions, shred_owner), Vault.stats
 and tool_declaration. Whatever the arguments (types, sizes, unicode, NUL bytes, SQL-looking strings, huge
 integers), only the documented VaultError subclasses come out, nothing is stored or deleted, and no row's

@@ -1,13 +1,12 @@
-"""Key lifecycle through the public API: rotation, rewrap (also killed half-way), retirement, crypto-shredding
-with a backup copy, stale caches in another Vault, a keyring that hangs, and the same on the Secret Service."""
+"""Key lifecycle through the public API: rotation, rewrap, retirement, crypto-shredding with a backup copy, stale
+caches in another Vault, a keyring that hangs, and the same on the Secret Service. A rewrap killed half-way is
+tests/system/test_crash.py."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import sqlite3
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -16,8 +15,6 @@ import pytest
 from keyring.backend import KeyringBackend
 
 from keys.testing import MemoryKeyring
-from tests.support.file_keyring import FileKeyring
-from tests.support.repository import child_env
 from vault import InvalidArgument, KeyUnavailable, NotFound, Principal, Vault
 
 ALICE, BOB = Principal("alice"), Principal("bob")
@@ -66,43 +63,6 @@ def test_rewrap_moves_every_row_to_the_primary_version_without_touching_content(
     assert vault.get(BOB, bob_row).key_version == 1  # only alice was asked for
     assert vault.rewrap() == 1  # None: every owner the vault knows
     assert vault.get(BOB, bob_row).key_version == 2
-
-
-REWRAP_CHILD = """
-import os, signal, sys
-from tests.support.file_keyring import FileKeyring
-from vault import Vault
-from vault.storage.sqlite.store import SqliteWriteTx
-updates = 0
-original = SqliteWriteTx.update_wrapped_key
-def dying(tx, seq, version, wrapped, summary):
-    global updates
-    updates += 1
-    if updates == int(sys.argv[3]):
-        os.kill(os.getpid(), signal.SIGKILL)  # mid-batch: that batch's transaction never commits
-    original(tx, seq, version, wrapped, summary)
-SqliteWriteTx.update_wrapped_key = dying
-with Vault.open(sys.argv[1], keyring_backend=FileKeyring(sys.argv[2])) as vault:
-    vault.rewrap("alice", batch=20)
-"""
-
-
-@pytest.mark.slow
-def test_rewrap_killed_half_way_leaves_every_row_readable_and_resumes(tmp_path, db_path):
-    ring_file = tmp_path / "ring.json"
-    with Vault.open(db_path, keyring_backend=FileKeyring(ring_file)) as vault:
-        ids = {vault.put(ALICE, "t", n, "x", f"row {n}").id: f"row {n}" for n in range(200)}
-        vault.rotate_owner_key("alice")
-    child = subprocess.run([sys.executable, "-c", REWRAP_CHILD, db_path, ring_file, "130"], capture_output=True,
-                           timeout=60, check=False, env=child_env())
-    assert child.returncode == -9
-    versions = dict(table(db_path, "SELECT key_version, count(*) FROM rows GROUP BY key_version"))
-    assert versions == {1: 80, 2: 120}  # six batches of 20 committed, the seventh rolled back
-    assert table(db_path, "PRAGMA integrity_check") == [("ok",)]
-    with Vault.open(db_path, keyring_backend=FileKeyring(ring_file)) as vault:
-        assert {row: vault.get(ALICE, row).content for row in ids} == ids
-        assert vault.rewrap("alice") == 80
-        assert {vault.get(ALICE, row).key_version for row in ids} == {2}
 
 
 def test_retire_is_refused_while_a_row_needs_the_version_then_removes_it(vault, keyring_backend):

@@ -31,13 +31,14 @@ from keys.errors import IntegrityError
 from keys.keyset import OwnerKeyset, parse_single_key
 from keys.testing import MemoryKeyring
 from tests.support.clock import FakeClock
+from tests.support.repository import ROOT
 from tests.support.sqlite_files import legacy_file
 from vault import Principal, Vault
 from vault.row.chunks import chunked, text_pieces
 from vault.row.format import Metadata, SummaryRecord
 from vault.storage.sqlite.schema import MAX_CHUNKS
 
-VECTORS = Path(__file__).parent / "vectors"
+VECTORS = ROOT / "tests" / "vectors"
 WYCHEPROOF = json.loads((VECTORS / "wycheproof_aes_gcm_256_96.json").read_text())
 ROW = json.loads((VECTORS / "row_format_v1.json").read_text(encoding="utf-8"))
 IN = ROW["inputs"]
