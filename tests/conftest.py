@@ -1,4 +1,5 @@
-"""Shared fixtures: an in-memory keyring, a controllable clock, vaults in private temp directories.
+"""Shared fixtures: an in-memory keyring, a controllable clock, vaults in private temp directories, and the
+attacker's handle on a vault's file (the SQLite store's: tests/attacks/sqlite_attacker.py).
 
 Tests marked ``real_keyring`` use the OS keyring's Secret Service; ``scripts/run test`` starts one and sets
 SCRATCHVAULT_REAL_KEYRING=1, in which case its absence is a failure, never a skip.
@@ -9,12 +10,19 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from keys.testing import MemoryKeyring
 from tests.support.clock import FakeClock
 from vault import Principal, Vault
+
+if TYPE_CHECKING:
+    from tests.attacks.sqlite_attacker import SqliteAttacker
+
+# helpers whose asserts are the tests' own: rewritten like a test module's, for the same failure messages
+pytest.register_assert_rewrite("tests.attacks.sqlite_attacker", "tests.attacks.tamper_world", "tests.storage.contract")
 
 
 @pytest.fixture
@@ -43,6 +51,21 @@ def db_path(vault_dir: Path) -> Path:
 def vault(db_path: Path, keyring_backend: MemoryKeyring, clock: FakeClock) -> Iterator[Vault]:
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as opened:
         yield opened
+
+
+@pytest.fixture(scope="session")
+def attacker_for() -> type[SqliteAttacker]:
+    """The attacker of the store under test, made for a database path: the one place that picks the backend's
+    attacker (another store's suite supplies its own, with the same operations)."""
+    from tests.attacks.sqlite_attacker import SqliteAttacker
+
+    return SqliteAttacker
+
+
+@pytest.fixture
+def attacker(attacker_for: type[SqliteAttacker], db_path: Path) -> SqliteAttacker:
+    """The attacker's handle on the file of the ``vault`` fixture."""
+    return attacker_for(db_path)
 
 
 @pytest.fixture

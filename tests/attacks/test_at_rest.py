@@ -11,9 +11,7 @@ import base64
 import json
 import random
 import secrets
-import sqlite3
 import time
-from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -116,16 +114,7 @@ def test_keyring_secrets_are_not_on_disk(vault, db_path, keyring_backend, stored
     assert leaks(disk(db_path), needles) == []
 
 
-
-
 # -- deletion leaves no unwrappable key behind ---------------------------------------------------------
-def sealed_parts(db_path: Path, row_id: str) -> dict[str, bytes]:
-    with closing(sqlite3.connect(db_path)) as conn:
-        seq, wrapped, metadata = conn.execute("SELECT seq, wrapped_key, metadata FROM rows WHERE id = ?",
-                                              (bytes.fromhex(row_id),)).fetchone()
-        summary = conn.execute("SELECT sealed FROM summaries WHERE seq = ?", (seq,)).fetchone()[0]
-        chunk = conn.execute("SELECT sealed FROM chunks WHERE pos = ?", (seq << 20,)).fetchone()[0]
-    return {"wrapped_key": wrapped, "metadata": metadata, "summary": summary, "first_chunk": chunk}
 
 
 def windows(data: bytes, size: int = 16) -> dict[str, bytes]:
@@ -134,14 +123,14 @@ def windows(data: bytes, size: int = 16) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("how", ["delete", "gc"])
 @pytest.mark.parametrize("long_names", [False, True], ids=["short_names", "overflowing_row"])
-def test_deleted_row_leaves_no_wrapped_key_on_disk(vault, db_path, clock, how, long_names):
+def test_deleted_row_leaves_no_wrapped_key_on_disk(vault, db_path, attacker, clock, how, long_names):
     name = "n" * 1024 if long_names else "alice"
     who = Principal(name, actor=name, channel=name)
     turn = executor = "t" * 1024 if long_names else "t"
     keep_before = vault.put(who, turn, 0, executor, "keep me " * 100, ttl_seconds=7200)
     doomed = vault.put(who, turn, 1, executor, "secret page " * 12_500, ttl_seconds=60)
     keep_after = vault.put(who, turn, 2, executor, "keep me too " * 100, ttl_seconds=7200)
-    parts = sealed_parts(db_path, doomed.id)
+    parts = attacker.row_parts(doomed.id)
     assert len(parts["wrapped_key"]) == 60 and (len(parts["metadata"]) > 4096) == long_names
     if how == "delete":
         vault.delete(who, doomed.id)
@@ -157,16 +146,16 @@ def test_deleted_row_leaves_no_wrapped_key_on_disk(vault, db_path, clock, how, l
     assert leaks(disk(db_path), windows(parts["wrapped_key"])) == [], "wrapped key still on disk (closed)"
 
 
-def wrapped_keys(db_path) -> dict[str, bytes]:
-    with sqlite3.connect(db_path) as db:
-        return {row_id.hex(): key for row_id, key in db.execute("SELECT id, wrapped_key FROM rows")}
+def wrapped_keys(attacker) -> dict[str, bytes]:
+    """Every stored row's wrapped key, by row id."""
+    return {row["id"].hex(): row["wrapped_key"] for row in attacker.rows().values()}
 
 
 def all_bytes(db_path: Path) -> bytes:
     return b"".join(disk(db_path).values())
 
 
-def test_no_deleted_row_keeps_its_wrapped_key_after_rebalancing(db_path, keyring_backend, clock):
+def test_no_deleted_row_keeps_its_wrapped_key_after_rebalancing(db_path, attacker, keyring_backend, clock):
     """900 rows, two gc waves, deletes and extensions in between: SQLite moves cells between pages; every
     copy of a removed row's wrapped key must be gone (secure_delete=ON for rows and summaries)."""
     rng = random.Random(7)
@@ -176,7 +165,7 @@ def test_no_deleted_row_keeps_its_wrapped_key_after_rebalancing(db_path, keyring
             rep = vault.put(ALICE, f"t{step % 5}", step, "x", "z" * rng.randrange(10, 3000),
                             ttl_seconds=(10, 100, 3600)[step % 3])
             ttl[rep.id], turn[rep.id] = (10, 100, 3600)[step % 3], f"t{step % 5}"
-        keys = wrapped_keys(db_path)
+        keys = wrapped_keys(attacker)
         deleted = [rid for rid in rng.sample(sorted(ttl), 60) if ttl[rid] == 3600]
         for rid in deleted:
             vault.delete(ALICE, rid)
@@ -194,24 +183,20 @@ def test_no_deleted_row_keeps_its_wrapped_key_after_rebalancing(db_path, keyring
     assert all(keys[rid] in data for rid in survivors[:20])  # the scan can see keys that should be there
 
 
-def test_delete_does_not_stall_behind_a_reader_and_finishes_the_checkpoint_later(db_path, keyring_backend):
+def test_delete_does_not_stall_behind_a_reader_and_finishes_the_checkpoint_later(db_path, attacker, keyring_backend):
     vault = Vault.open(db_path, keyring_backend=keyring_backend)
     rep = vault.put(ALICE, "t", 1, "x", "secret " * 100)
-    key = wrapped_keys(db_path)[rep.id]
-    reader = sqlite3.connect(db_path)
-    reader.execute("BEGIN")
-    reader.execute("SELECT count(*) FROM rows").fetchone()  # holds a snapshot: a full checkpoint must wait
-    started = time.monotonic()
-    vault.delete(ALICE, rep.id)
-    assert time.monotonic() - started < 5
-    reader.rollback()
-    reader.close()
+    key = wrapped_keys(attacker)[rep.id]
+    with attacker.reading():  # another reader holds a snapshot: a full checkpoint must wait
+        started = time.monotonic()
+        vault.delete(ALICE, rep.id)
+        assert time.monotonic() - started < 5
     vault.close()  # the pending checkpoint runs here
     assert key not in all_bytes(db_path)
 
 
 @pytest.mark.parametrize("long_names", [False, True], ids=["short_names", "overflowing_rows"])
-def test_shredded_owner_leaves_no_wrapped_key_metadata_or_summary_on_disk(vault, db_path, bob, long_names):
+def test_shredded_owner_leaves_no_wrapped_key_metadata_or_summary_on_disk(vault, db_path, attacker, bob, long_names):
     name = "n" * 1024 if long_names else "alice"
     who = Principal(name, actor=name, channel=name)
     turn = "t" * 1024 if long_names else "t"
@@ -220,7 +205,7 @@ def test_shredded_owner_leaves_no_wrapped_key_metadata_or_summary_on_disk(vault,
     keep_after = vault.put(bob, "t", 9, "tool", "bob after " * 100)
     needles = {}
     for rep in doomed:
-        for part, sealed in sealed_parts(db_path, rep.id).items():
+        for part, sealed in attacker.row_parts(rep.id).items():
             if part != "first_chunk":  # chunks are not zeroed by design: their key went with the row
                 needles |= {f"{rep.id} {part} {k}": v for k, v in windows(sealed, 24).items()}
     assert vault.shred_owner(name) == 3

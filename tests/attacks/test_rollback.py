@@ -12,53 +12,24 @@ In no case does a rollback yield content the row never had.
 
 from __future__ import annotations
 
-import shutil
-import sqlite3
-from contextlib import closing
-from pathlib import Path
+from dataclasses import replace
 
 import pytest
 
 from vault import IntegrityError, KeyUnavailable, NotFound, Vault
 
-COLUMNS = "id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata"
 CONTENT = "".join(f"old page line {i}\n" for i in range(8000))  # ~140 KB: three chunks
 
 
-def saved_copy(db: Path, row_id: str) -> dict:
-    """The attacker's copy of one row: its clear columns, sealed summary and sealed chunks (by index)."""
-    with closing(sqlite3.connect(db)) as conn:
-        seq, *row = conn.execute(f"SELECT seq, {COLUMNS} FROM rows WHERE id = ?", (bytes.fromhex(row_id),)).fetchone()
-        summary = conn.execute("SELECT sealed FROM summaries WHERE seq = ?", (seq,)).fetchone()[0]
-        chunks = conn.execute("SELECT pos & 1048575, sealed FROM chunks WHERE pos >> 20 = ?", (seq,)).fetchall()
-    return {"seq": seq, "row": dict(zip(COLUMNS.split(", "), row, strict=True)), "summary": summary,
-            "chunks": chunks}
-
-
-def write_back(db: Path, copy: dict, **columns) -> None:
-    """Insert the saved row at its old seq (its id names that seq), replacing any row with its id or seq."""
-    row, seq = {**copy["row"], **columns}, copy["seq"]
-    with closing(sqlite3.connect(db)) as conn:
-        for (old,) in conn.execute("SELECT seq FROM rows WHERE id = ? OR seq = ?", (row["id"], seq)).fetchall():
-            conn.execute("DELETE FROM rows WHERE seq = ?", (old,))
-            conn.execute("DELETE FROM summaries WHERE seq = ?", (old,))
-            conn.execute("DELETE FROM chunks WHERE pos >> 20 = ?", (old,))
-        conn.execute(f"INSERT INTO rows (seq, {COLUMNS}) VALUES (?, {', '.join('?' * len(row))})",
-                     (seq, *row.values()))
-        conn.execute("INSERT INTO summaries (seq, sealed) VALUES (?, ?)", (seq, copy["summary"]))
-        conn.executemany("INSERT INTO chunks (pos, sealed) VALUES (?, ?)",
-                         [(seq << 20 | index, sealed) for index, sealed in copy["chunks"]])
-        conn.commit()
-
-
 @pytest.fixture
-def doomed(vault, alice, db_path):
+def doomed(vault, alice, attacker):
+    """A three-chunk row and the attacker's copy of it, as it is now (SqliteAttacker.save_row)."""
     rep = vault.put(alice, "t", 1, "web.fetch", CONTENT, ttl_seconds=3600)
-    return rep, saved_copy(db_path, rep.id)
+    return rep, attacker.save_row(attacker.seq_of(rep.id))
 
 
 @pytest.mark.parametrize("removal", ["delete", "gc"])
-def test_deleted_row_written_back_is_readable_again_until_its_original_expiry(vault, alice, db_path, clock, doomed,
+def test_deleted_row_written_back_is_readable_again_until_its_original_expiry(vault, alice, attacker, clock, doomed,
                                                                               removal):
     """Not detected in v1 (a residual risk): the resurrected row is the original, never altered content."""
     rep, copy = doomed
@@ -68,7 +39,7 @@ def test_deleted_row_written_back_is_readable_again_until_its_original_expiry(va
         assert vault.gc(now=rep.expires_at) == 1
     with pytest.raises(NotFound):
         vault.get(alice, rep.id)
-    write_back(db_path, copy)
+    attacker.restore_row(copy)
     record = vault.get(alice, rep.id)
     assert (record.content, record.expires_at) == (CONTENT, rep.expires_at)
     assert [r.id for r in vault.list_for_turn(alice, "t")] == [rep.id]
@@ -78,11 +49,11 @@ def test_deleted_row_written_back_is_readable_again_until_its_original_expiry(va
     assert vault.list_for_turn(alice, "t") == []
 
 
-def test_written_back_row_with_a_later_expiry_is_an_integrity_error(vault, alice, db_path, clock, doomed):
+def test_written_back_row_with_a_later_expiry_is_an_integrity_error(vault, alice, attacker, clock, doomed):
     """Detected: the expiry is in the metadata's and the summary's AAD, so a copy cannot be made to live longer."""
     rep, copy = doomed
     vault.delete(alice, rep.id)
-    write_back(db_path, copy, expires_at=rep.expires_at + 86400)
+    attacker.restore_row(copy, expires_at=rep.expires_at + 86400)
     clock.advance(3600)  # past the real expiry, before the forged one
     for call in (lambda: vault.get(alice, rep.id), lambda: vault.read(alice, rep.id, mode="head", n=10),
                  lambda: vault.list_for_turn(alice, "t")):
@@ -91,13 +62,13 @@ def test_written_back_row_with_a_later_expiry_is_an_integrity_error(vault, alice
     assert vault.stats()["rows"] == 1  # detected, counted, and nothing deleted
 
 
-def test_row_rolled_back_to_before_extend_turn_reads_as_its_older_shorter_lived_version(vault, alice, db_path,
+def test_row_rolled_back_to_before_extend_turn_reads_as_its_older_shorter_lived_version(vault, alice, attacker,
                                                                                       clock, doomed):
     """Not detected: the older version is authentic. It only brings back the shorter life it had."""
     rep, before = doomed
     assert vault.extend_turn(alice, "t", 7200) == 1
     assert vault.get(alice, rep.id).expires_at == clock.now + 7200
-    write_back(db_path, before)
+    attacker.restore_row(before)
     record = vault.get(alice, rep.id)
     assert (record.content, record.expires_at) == (CONTENT, rep.expires_at)
     clock.advance(3600)
@@ -113,7 +84,7 @@ MIXED = {  # which part comes from the older version -> (columns taken from it, 
 
 
 @pytest.mark.parametrize("mixed", sorted(MIXED))
-def test_parts_of_two_versions_mixed_are_integrity_errors(vault, alice, db_path, doomed, mixed):
+def test_parts_of_two_versions_mixed_are_integrity_errors(vault, alice, attacker, doomed, mixed):
     """Detected: the metadata and the summary each bind the expiry. A call that does not open the mixed-in part
     (read opens no summary, a listing opens no metadata) returns exactly what it returned before."""
     rep, before = doomed
@@ -121,10 +92,10 @@ def test_parts_of_two_versions_mixed_are_integrity_errors(vault, alice, db_path,
     calls = {"get": lambda: vault.get(alice, rep.id), "read": lambda: vault.read(alice, rep.id, mode="tail", n=10),
              "list": lambda: vault.list_for_turn(alice, "t")}
     pristine = {name: call() for name, call in calls.items()}
-    after = saved_copy(db_path, rep.id)
+    after = attacker.save_row(attacker.seq_of(rep.id))
     old_parts, detecting = MIXED[mixed]
-    row = {column: before["row"][column] for column in old_parts if column in before["row"]}
-    write_back(db_path, {**after, "summary": before["summary"] if "summary" in old_parts else after["summary"]}, **row)
+    row = {column: before.columns[column] for column in old_parts if column in before.columns}
+    attacker.restore_row(replace(after, summary=before.summary if "summary" in old_parts else after.summary), **row)
     for name, call in calls.items():
         if name in detecting:
             with pytest.raises(IntegrityError):
@@ -134,17 +105,17 @@ def test_parts_of_two_versions_mixed_are_integrity_errors(vault, alice, db_path,
     assert vault.stats()["rows"] == 1
 
 
-def test_whole_file_rolled_back_resurrects_deleted_rows(db_path, keyring_backend, clock, alice, bob):
+def test_whole_file_rolled_back_resurrects_deleted_rows(db_path, attacker, keyring_backend, clock, alice, bob):
     """Not detected: the file as it was is a consistent, authentic vault (backups are a residual risk too)."""
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
         mine = vault.put(alice, "t", 1, "tool", CONTENT)
         theirs = vault.put(bob, "t", 1, "tool", "bob's page")
     backup = db_path.with_name("backup.db")
-    shutil.copy(db_path, backup)
+    attacker.copy_file(backup)
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
         vault.delete(alice, mine.id)
         vault.delete(bob, theirs.id)
-    shutil.copy(backup, db_path)
+    attacker.put_back_file(backup)
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
         assert vault.get(alice, mine.id).content == CONTENT
         assert vault.get(bob, theirs.id).content == "bob's page"
@@ -152,15 +123,15 @@ def test_whole_file_rolled_back_resurrects_deleted_rows(db_path, keyring_backend
             vault.get(bob, mine.id)  # ownership still holds in the old file
 
 
-def test_old_copy_does_not_open_once_the_owners_keys_are_destroyed(vault, alice, bob, db_path, keyring_backend,
-                                                                   clock, doomed):
+def test_old_copy_does_not_open_once_the_owners_keys_are_destroyed(vault, alice, bob, db_path, attacker,
+                                                                   keyring_backend, clock, doomed):
     """Detected, in effect: crypto-shredding (the owner's keyset removed from the keyring) defeats every old copy;
     other owners are unaffected."""
     rep, copy = doomed
     (alice_entry,) = [k for k in keyring_backend.secrets if k[0].endswith("/owner")]  # only alice has keys yet
     bob_row = vault.put(bob, "t", 1, "tool", "bob stays")
     vault.delete(alice, rep.id)
-    write_back(db_path, copy)
+    attacker.restore_row(copy)
     assert vault.get(alice, rep.id).content == CONTENT  # the copy is live while the keys exist
     del keyring_backend.secrets[alice_entry]
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as fresh:  # no cached keys

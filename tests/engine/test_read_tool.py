@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import sqlite3
-from contextlib import closing
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -173,12 +171,8 @@ def test_binary_slices_are_base64_and_capped_in_bytes(rows, vault, alice):
 
 
 # -- faults of the store -------------------------------------------------------------------------------
-def test_a_tampered_row_gives_a_fault_result_not_an_exception(rows, db_path, alice):
-    with closing(sqlite3.connect(db_path)) as conn, conn:
-        seq = conn.execute("SELECT seq FROM rows WHERE id = ?", (bytes.fromhex(rows["own"]),)).fetchone()[0]
-        blob = bytearray(conn.execute("SELECT sealed FROM chunks WHERE pos = ?", (seq << 20,)).fetchone()[0])
-        blob[40] ^= 1
-        conn.execute("UPDATE chunks SET sealed = ? WHERE pos = ?", (bytes(blob), seq << 20))
+def test_a_tampered_row_gives_a_fault_result_not_an_exception(rows, attacker, alice):
+    attacker.flip_at(attacker.seq_of(rows["own"]), "chunk", 40, chunk=0)
     pad = rows["pad"]
     assert pad.call_tool(alice, "t1", {"id": rows["own"]}) == FAULT
     assert pad.stats()["tool_errors"] == 1

@@ -7,8 +7,6 @@ import base64
 import json
 import os
 import re
-import sqlite3
-from contextlib import closing
 
 import keyring
 import pytest
@@ -99,25 +97,6 @@ def reopen(db_path, kr, clock, **settings):
     return Vault.open(db_path, keyring_backend=kr, clock=clock, **settings)
 
 
-def db_value(db_path, sql):
-    """One value from the database file, read directly; None when the file or its schema does not exist."""
-    if not db_path.exists():
-        return None
-    with closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as db:
-        try:
-            return (db.execute(sql).fetchone() or [None])[0]
-        except sqlite3.OperationalError:  # no schema yet
-            return None
-
-
-def stored_vault_id(db_path):
-    return db_value(db_path, "SELECT value FROM meta WHERE name = 'vault_id'")
-
-
-def owner_key_rows(db_path):
-    return db_value(db_path, "SELECT count(*) FROM owner_keys")
-
-
 def entry(kr, kind):
     (name,) = [k for k in kr.secrets if k[0].endswith("/" + kind)] or [None]
     return name
@@ -158,17 +137,17 @@ INSECURE = {
 
 
 @pytest.mark.parametrize("make", INSECURE.values(), ids=INSECURE.keys())
-def test_insecure_backend_refused_at_open_and_writes_nothing(make, db_path, keyring_backend):
+def test_insecure_backend_refused_at_open_and_writes_nothing(make, db_path, attacker, keyring_backend):
     expect_unavailable(lambda: Vault.open(db_path, keyring_backend=make()))
-    assert stored_vault_id(db_path) is None
+    assert attacker.meta("vault_id") is None
     with Vault.open(db_path, keyring_backend=keyring_backend) as v:
         assert v.put(ALICE, "t", 1, "x", "ok").size_bytes == 2
 
 
-def test_explicit_non_backend_is_invalid_argument_and_writes_nothing(db_path):
+def test_explicit_non_backend_is_invalid_argument_and_writes_nothing(db_path, attacker):
     with pytest.raises(InvalidArgument):
         Vault.open(db_path, keyring_backend=object())
-    assert stored_vault_id(db_path) is None
+    assert attacker.meta("vault_id") is None
 
 
 def test_subclass_of_plaintext_backend_refused(db_path):
@@ -205,11 +184,12 @@ AUTO = {
 
 
 @pytest.mark.parametrize("detected", AUTO.values(), ids=AUTO.keys())
-def test_auto_detection_refuses_unrecommended_keyring(detected, monkeypatch, db_path, keyring_backend, filled):
+def test_auto_detection_refuses_unrecommended_keyring(detected, monkeypatch, db_path, keyring_backend, filled,
+                                                      attacker_for):
     monkeypatch.setattr(keyring, "get_keyring", detected)
     expect_unavailable(lambda: Vault.open(db_path.parent / "new.db"), lambda: Vault.open(db_path),
                        keyrings=[keyring_backend])
-    assert stored_vault_id(db_path.parent / "new.db") is None
+    assert attacker_for(db_path.parent / "new.db").meta("vault_id") is None
     monkeypatch.setattr(keyring, "get_keyring", lambda: with_priority(5))
     with Vault.open(db_path.parent / "new.db") as v:  # the positive control: a recommended backend is used
         assert v.stats()["keyring_backend"].endswith("Priority5")
@@ -217,10 +197,10 @@ def test_auto_detection_refuses_unrecommended_keyring(detected, monkeypatch, db_
 
 # -- backend errors ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("error", ERRORS.values(), ids=ERRORS.keys())
-def test_set_failure_creating_vault_leaves_no_vault_id(error, db_path):
+def test_set_failure_creating_vault_leaves_no_vault_id(error, db_path, attacker):
     faulty = FaultyKeyring(fail_on={"set"}, error=error)
     expect_unavailable(lambda: Vault.open(db_path, keyring_backend=faulty))
-    assert stored_vault_id(db_path) is None and faulty.secrets == {}
+    assert attacker.meta("vault_id") is None and faulty.secrets == {}
     faulty.fail_on.clear()
     with Vault.open(db_path, keyring_backend=faulty) as v:
         assert v.get(ALICE, v.put(ALICE, "t", 1, "x", "ok").id).content == "ok"
@@ -248,13 +228,13 @@ def test_get_failure_on_read_and_put_writes_nothing(error, db_path, keyring_back
 
 
 @pytest.mark.parametrize("error", ERRORS.values(), ids=ERRORS.keys())
-def test_set_failure_for_new_owner_stores_no_row(error, db_path, keyring_backend, clock, filled):
+def test_set_failure_for_new_owner_stores_no_row(error, db_path, attacker, keyring_backend, clock, filled):
     faulty = FaultyKeyring(keyring_backend.secrets, {"set"}, error)
     with reopen(db_path, faulty, clock) as v:
         expect_unavailable(lambda: v.put(Principal("bob"), "t1", 1, "x", "secret"), keyrings=[keyring_backend])
         assert v.stats()["rows"] == 2
         assert v.put(ALICE, "t1", 3, "x", "known owner needs no write").size_bytes > 0
-    assert owner_key_rows(db_path) == 1 and len(keyring_backend.secrets) == 2
+    assert len(attacker.commitments()) == 1 and len(keyring_backend.secrets) == 2
 
 
 @pytest.mark.parametrize("error", ERRORS.values(), ids=ERRORS.keys())
@@ -269,13 +249,13 @@ def test_delete_failure_does_not_affect_row_delete(error, db_path, keyring_backe
     assert keyring_backend.secrets == before  # deleting a row never deletes a key
 
 
-def test_keyring_that_drops_owner_keys_is_caught_at_first_put(db_path, clock):
+def test_keyring_that_drops_owner_keys_is_caught_at_first_put(db_path, attacker, clock):
     dropping = FaultyKeyring(drop="/owner")
     with reopen(db_path, dropping, clock) as v:
         # caught by the read-back at the first put, and never a fresh key silently made on a later one
         expect_unavailable(lambda: v.put(ALICE, "t", 1, "x", "lost?"), lambda: v.put(ALICE, "t", 2, "x", "lost?"))
         assert v.stats()["rows"] == 0 and v.list_for_turn(ALICE, "t") == []
-    assert owner_key_rows(db_path) == 0 and entry(dropping, "owner") is None
+    assert len(attacker.commitments()) == 0 and entry(dropping, "owner") is None
 
 
 def test_keyset_written_despite_timeout_is_committed_on_next_put(db_path, clock):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 import time
 import uuid
 from pathlib import Path
@@ -15,22 +14,20 @@ import pytest
 from keyring.backend import KeyringBackend
 
 from keys.testing import MemoryKeyring
-from vault import InvalidArgument, KeyUnavailable, NotFound, Principal, Vault
+from vault import InvalidArgument, KeyUnavailable, NotFound, Principal, Vault, storage
 
 ALICE, BOB = Principal("alice"), Principal("bob")
 
 
 def backup(db_path: Path, target: Path) -> Path:
     """A consistent copy of a live database, as an operator's backup job would take it."""
-    with sqlite3.connect(db_path) as source, sqlite3.connect(target) as copy:
-        source.backup(copy)
-    target.chmod(0o600)
+    storage.backup(db_path, target)
     return target
 
 
-def table(db_path: Path, sql: str) -> list[tuple]:
-    with sqlite3.connect(db_path) as db:
-        return db.execute(sql).fetchall()
+def contents(attacker) -> tuple[dict, list]:
+    """Every sealed chunk, and every row's id and metadata: what a rewrap must leave as they were."""
+    return attacker.chunks(), sorted((row["id"], row["metadata"]) for row in attacker.rows().values())
 
 
 def test_rotation_keeps_old_rows_readable_and_new_rows_use_the_new_version(vault):
@@ -47,17 +44,15 @@ def test_rotating_an_owner_without_keys_is_key_unavailable(vault):
         vault.rotate_owner_key("nobody")
 
 
-def test_rewrap_moves_every_row_to_the_primary_version_without_touching_content(vault, db_path):
+def test_rewrap_moves_every_row_to_the_primary_version_without_touching_content(vault, attacker):
     ids = [vault.put(ALICE, "t", n, "x", f"row {n} " * 20_000).id for n in range(5)]  # multi-chunk rows
     bob_row = vault.put(BOB, "t", 1, "x", "bob's").id
-    chunks_before = table(db_path, "SELECT pos, sealed FROM chunks ORDER BY pos")
-    meta_before = table(db_path, "SELECT id, metadata FROM rows ORDER BY id")
+    before = contents(attacker)
     vault.rotate_owner_key("alice")
     vault.rotate_owner_key("bob")
     assert vault.rewrap("alice") == 5
     assert vault.rewrap("alice") == 0  # idempotent
-    assert table(db_path, "SELECT pos, sealed FROM chunks ORDER BY pos") == chunks_before
-    assert table(db_path, "SELECT id, metadata FROM rows ORDER BY id") == meta_before
+    assert contents(attacker) == before
     assert {vault.get(ALICE, row).key_version for row in ids} == {2}
     assert vault.get(ALICE, ids[3]).content == "row 3 " * 20_000
     assert vault.get(BOB, bob_row).key_version == 1  # only alice was asked for

@@ -4,7 +4,6 @@ keyring write landed but whose commit did not, and bad progress callbacks."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 
@@ -93,22 +92,19 @@ def test_a_timed_out_keyring_write_blocks_further_writes_to_that_entry_until_it_
     assert ring.get_password("svc", "entry") == "second"
 
 
-def test_a_retirement_whose_commit_was_lost_heals_when_no_row_needs_the_version(db_path, keyring_backend):
+def test_a_retirement_whose_commit_was_lost_heals_when_no_row_needs_the_version(db_path, attacker, keyring_backend):
     with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
         row = vault.put(ALICE, "t", 1, "x", "kept").id
         vault.rotate_owner_key("alice")
         vault.rewrap("alice")
-        with sqlite3.connect(db_path) as db:
-            (old_check,) = db.execute("SELECT check_value FROM owner_keys WHERE version = 1").fetchone()
+        (old_check,) = [value for _, version, value in attacker.commitments() if version == 1]
         vault.retire_old_key_versions("alice")
-    with sqlite3.connect(db_path) as db:  # as if the keyring write landed but the forget never committed
-        db.execute("INSERT INTO owner_keys (owner_tag, version, check_value) SELECT owner_tag, 1, ? "
-                   "FROM owner_keys WHERE version = 2", (old_check,))
+    ((owner_tag, _, _),) = attacker.commitments()  # as if the keyring write landed but the forget never committed
+    attacker.record_commitment(owner_tag, 1, old_check)
     with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
         assert vault.get(ALICE, row).content == "kept"
         assert vault.rotate_owner_key("alice") == 3
-    with sqlite3.connect(db_path) as db:
-        assert [v for (v,) in db.execute("SELECT version FROM owner_keys ORDER BY version")] == [2, 3]
+    assert [version for _, version, _ in attacker.commitments()] == [2, 3]
 
 
 def test_a_missing_version_that_rows_still_need_is_key_unavailable(db_path, keyring_backend):

@@ -8,29 +8,27 @@ from __future__ import annotations
 
 import base64
 import json
-import sqlite3
 import uuid
-from contextlib import closing
 
 import pytest
 from keyring.errors import PasswordDeleteError
 
 from keys.testing import MemoryKeyring
 from tests.support.keyring_entries import owner_username
-from vault import IntegrityError, KeyUnavailable, NotFound, Principal, Vault
+from vault import IntegrityError, KeyUnavailable, NotFound, Principal, Vault, VaultError
+from vault.storage import vault_id_at
 
 TEXT = "line of a fetched page é€\n" * 4000  # > one 64 KiB chunk
 BLOB = bytes(range(256)) * 300
 DOC = {"files": [{"name": f"f{i}", "size": i} for i in range(500)], "ok": True, "none": None}
 
 
-def vault_hex(db_path) -> str:
-    with closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as db:
-        return bytes(db.execute("SELECT value FROM meta WHERE name = 'vault_id'").fetchone()[0]).hex()
-
-
 def services(db_path) -> tuple[str, str]:
-    prefix = f"scratchvault/{vault_hex(db_path)}"
+    """The keyring services of the vault in ``db_path`` (named by its vault id)."""
+    vault_id = vault_id_at(db_path)
+    if vault_id is None:
+        raise LookupError(f"no vault in {db_path}")
+    prefix = f"scratchvault/{vault_id.hex()}"
     return prefix + "/index", prefix + "/owner"
 
 
@@ -41,7 +39,7 @@ def forget_entries(backend, db_paths, users) -> None:
             continue
         try:
             index, owner = services(db_path)
-        except (TypeError, sqlite3.Error):  # no vault was created in this file
+        except (LookupError, VaultError):  # no vault was created in this file
             continue
         try:
             names = [owner_username(backend.get_password, index, u.user_id) for u in users]
@@ -109,16 +107,12 @@ class VaultContract:
             vault.get(alice, row)
         assert vault.gc() == 1 and vault.stats()["rows"] == 0
 
-    def test_flipped_chunk_byte_raises_integrity_error_and_keeps_the_row(self, open_vault, users, db_path):
+    def test_flipped_chunk_byte_raises_integrity_error_and_keeps_the_row(self, open_vault, users, attacker):
         alice = users[0]
         vault = open_vault()
         row = vault.put(alice, "t", 1, "tool", TEXT).id
         vault.close()
-        with closing(sqlite3.connect(db_path)) as db, db:
-            (seq,) = db.execute("SELECT seq FROM rows WHERE id = ?", (bytes.fromhex(row),)).fetchone()
-            sealed = bytearray(db.execute("SELECT sealed FROM chunks WHERE pos = ?", (seq << 20,)).fetchone()[0])
-            sealed[17] ^= 0x01
-            db.execute("UPDATE chunks SET sealed = ? WHERE pos = ?", (bytes(sealed), seq << 20))
+        attacker.flip_at(attacker.seq_of(row), "chunk", 17, chunk=0)
         vault = open_vault()
         with pytest.raises(IntegrityError):
             vault.get(alice, row)

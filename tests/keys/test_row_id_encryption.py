@@ -1,6 +1,6 @@
 """Row ids: one AES-256 block of (seq, 64 random bits) under a key derived from the index key (threat_model.md,
 "Row ids"): the block permutation, the key's derivation, and frozen ids that keep naming their seqs. What an id
-reaches in a vault, and attacks on them, are tests/attacks/test_row_id_attacks.py."""
+reaches in a vault, and attacks on them, are tests/attacks/test_row_ids.py."""
 
 from __future__ import annotations
 

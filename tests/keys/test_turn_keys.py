@@ -4,9 +4,6 @@ and re-created elsewhere) is reloaded once per listing, not reported as tamperin
 
 from __future__ import annotations
 
-import sqlite3
-from contextlib import closing
-
 import pytest
 
 from vault import Principal, Vault
@@ -14,21 +11,12 @@ from vault import Principal, Vault
 ALICE, BOB = Principal("alice"), Principal("bob")
 
 
-def sql(db_path, statement: str, *args) -> list[tuple]:
-    with closing(sqlite3.connect(db_path)) as conn, conn:
-        return conn.execute(statement, args).fetchall()
+def summary_blob(attacker, row: str) -> bytes:
+    return attacker.read(attacker.seq_of(row), "summary")
 
 
-def seq_of(db_path, row: str) -> int:
-    return sql(db_path, "SELECT seq FROM rows WHERE id = ?", bytes.fromhex(row))[0][0]
-
-
-def summary_blob(db_path, row: str) -> bytes:
-    return sql(db_path, "SELECT sealed FROM summaries WHERE seq = ?", seq_of(db_path, row))[0][0]
-
-
-def key_version(db_path, row: str) -> int:
-    return sql(db_path, "SELECT key_version FROM rows WHERE id = ?", bytes.fromhex(row))[0][0]
+def key_version(attacker, row: str) -> int:
+    return attacker.read(attacker.seq_of(row), "key_version")
 
 
 def put_world(vault) -> dict[str, str]:
@@ -43,20 +31,21 @@ def summaries_seen(vault, ids) -> dict[str, tuple]:
     return {row: (vault.get(ALICE, row).summary, vault.get(ALICE, row).retained) for row in ids}
 
 
-def test_rewrap_reseals_old_version_summaries_and_retirement_changes_nothing_visible(vault, db_path, keyring_backend):
+def test_rewrap_reseals_old_version_summaries_and_retirement_changes_nothing_visible(vault, db_path, attacker,
+                                                                                     keyring_backend):
     old = [*list(put_world(vault).values())[:3], vault.put(ALICE, "t", 3, "x", {"total": 2**53, "items": []}).id]
     assert vault.rotate_owner_key("alice") == 2
     new = [vault.put(ALICE, turn, 9, "y", f"after rotation {turn}").id for turn in ("t", "u")]
     lists = {turn: vault.list_for_turn(ALICE, turn) for turn in ("t", "u")}
     seen = summaries_seen(vault, old + new)
-    blobs = {row: summary_blob(db_path, row) for row in old + new}
-    assert {row: key_version(db_path, row) for row in old + new} == {**dict.fromkeys(old, 1), **dict.fromkeys(new, 2)}
+    blobs = {row: summary_blob(attacker, row) for row in old + new}
+    assert {row: key_version(attacker, row) for row in old + new} == {**dict.fromkeys(old, 1), **dict.fromkeys(new, 2)}
     assert vault.rewrap("alice") == len(old)
     assert vault.retire_old_key_versions("alice") == 1
-    assert all(summary_blob(db_path, row) != blobs[row] for row in old)  # re-sealed under version 2's turn key
-    assert all(summary_blob(db_path, row) == blobs[row] for row in new)  # already under the primary: untouched
-    assert all(blob[0] == 0x04 for (blob,) in sql(db_path, "SELECT sealed FROM summaries"))
-    assert {key_version(db_path, row) for row in old + new} == {2}
+    assert all(summary_blob(attacker, row) != blobs[row] for row in old)  # re-sealed under version 2's turn key
+    assert all(summary_blob(attacker, row) == blobs[row] for row in new)  # already under the primary: untouched
+    assert all(blob[0] == 0x04 for blob in attacker.summaries().values())
+    assert {key_version(attacker, row) for row in old + new} == {2}
     with Vault.open(db_path, keyring_backend=keyring_backend) as fresh:  # and without any cached key
         for reader in (vault, fresh):
             assert {turn: reader.list_for_turn(ALICE, turn) for turn in ("t", "u")} == lists

@@ -8,9 +8,6 @@ means the AEAD or the row format changed, and rows already on disk would no long
 from __future__ import annotations
 
 import json
-import sqlite3
-from contextlib import closing
-from pathlib import Path
 
 import pytest
 
@@ -32,7 +29,6 @@ from keys.keyset import OwnerKeyset, parse_single_key
 from keys.testing import MemoryKeyring
 from tests.support.clock import FakeClock
 from tests.support.repository import ROOT
-from tests.support.sqlite_files import legacy_file
 from vault import Principal, Vault
 from vault.row.chunks import chunked, text_pieces
 from vault.row.format import Metadata, SummaryRecord
@@ -202,46 +198,36 @@ def test_row_format_v2_records_reproduce_every_frozen_value_and_open_back():
             1, ctx.vault_id, turn_tag).open_summary(out_v2("sealed_summary"), aad)
 
 
-def frozen_database(db_path: Path, sealed_metadata: bytes, sealed_summary: bytes) -> MemoryKeyring:
+def frozen_database(attacker, sealed_metadata: bytes, sealed_summary: bytes) -> MemoryKeyring:
     """A database file holding the frozen row (tables as before schema 3, when row ids were random and found
-    through an index; upgraded by Vault.open; vault id and row put in by hand) with these metadata and summary
-    records, and a keyring holding the frozen keys."""
+    through an index; upgraded by Vault.open; vault id and row put in by hand, its chunks at the positions
+    test_row_format_v1_sealing_reproduces_every_frozen_value checks) with these metadata and summary records,
+    and a keyring holding the frozen keys."""
     ring = MemoryKeyring()
-    Vault.open(legacy_file(db_path), keyring_backend=ring).close()  # a random vault id: replaced below
+    attacker.prepare("legacy")
+    Vault.open(attacker.path, keyring_backend=ring).close()  # a random vault id: replaced below
     ring.secrets.clear()
     for service, user, password in (out("keyring_index_entry"), out("keyring_owner_entry")):
         ring.secrets[(service, user)] = password
-    seq = IN["seq"]
-    with closing(sqlite3.connect(db_path)) as conn:
-        assert conn.execute("SELECT count(*) FROM rows").fetchone() == (0,)
-        conn.execute("UPDATE meta SET value = ? WHERE name = 'vault_id'", (raw("vault_id"),))
-        conn.execute("UPDATE meta SET value = ? WHERE name = 'index_key_check'", (out("index_key_check"),))
-        assert conn.total_changes == 2
-        conn.execute("INSERT INTO owner_keys (owner_tag, version, check_value) VALUES (?, ?, ?)",
-                     (out("owner_tag"), IN["key_version"], out("owner_key_check")))
-        conn.execute("INSERT INTO rows (seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, "
-                     "wrapped_key, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     (seq, raw("row_id"), out("owner_tag"), out("turn_tag"), IN["key_version"], IN["expires_at"],
-                      out("size_bytes"), out("wrapped_key"), sealed_metadata))
-        conn.execute("INSERT INTO summaries (seq, sealed) VALUES (?, ?)", (seq, sealed_summary))
-        for i, pos in enumerate(out("chunk_positions")):
-            conn.execute("INSERT INTO chunks (pos, sealed) VALUES (?, ?)", (pos, out(f"sealed_chunk_{i}")))
-        conn.commit()
+    assert attacker.counts()[0] == 0
+    attacker.set_meta("vault_id", raw("vault_id"))
+    attacker.set_meta("index_key_check", out("index_key_check"))
+    attacker.record_commitment(out("owner_tag"), IN["key_version"], out("owner_key_check"))
+    columns = {"id": raw("row_id"), "owner_tag": out("owner_tag"), "turn_tag": out("turn_tag"),
+               "key_version": IN["key_version"], "expires_at": IN["expires_at"], "size_bytes": out("size_bytes"),
+               "wrapped_key": out("wrapped_key"), "metadata": sealed_metadata}
+    chunks = [(i, out(f"sealed_chunk_{i}")) for i in range(len(out("chunk_positions")))]
+    attacker.insert_row(IN["seq"], columns, sealed_summary, chunks)
     return ring
 
 
-def stored_summary(db_path: Path) -> bytes:
-    with closing(sqlite3.connect(db_path)) as conn:
-        return conn.execute("SELECT sealed FROM summaries WHERE seq = ?", (IN["seq"],)).fetchone()[0]
-
-
 @pytest.mark.parametrize("row_format", [1, 2])
-def test_frozen_database_row_opens_end_to_end_through_the_public_api(db_path, row_format):
+def test_frozen_database_row_opens_end_to_end_through_the_public_api(db_path, attacker, row_format):
     """The frozen row, with its format 1 records (rows written before format 2) or its format 2 records:
     Vault.get, read and list_for_turn return it."""
     meta, sealed = (out("sealed_metadata"), out("sealed_summary")) if row_format == 1 else (
         out_v2("sealed_metadata"), out_v2("sealed_summary"))
-    ring = frozen_database(db_path, meta, sealed)
+    ring = frozen_database(attacker, meta, sealed)
     clock = FakeClock(IN["created_at"] + 1)
     who, row_id, text = Principal(IN["user_id"], actor="other actor"), IN["row_id"], IN["plaintext"]
     with Vault.open(db_path, keyring_backend=ring, clock=clock) as vault:
@@ -262,13 +248,13 @@ def test_frozen_database_row_opens_end_to_end_through_the_public_api(db_path, ro
             (row_id, IN["summary"], IN["retained"], IN["step_num"])]
         clock.now = IN["expires_at"]
         assert vault.list_for_turn(who, IN["turn_id"]) == []
-    assert stored_summary(db_path) == sealed  # reading never rewrites
+    assert attacker.read(IN["seq"], "summary") == sealed  # reading never rewrites
 
 
-def test_format_1_row_survives_rotation_rewrap_retirement_and_extension(db_path):
+def test_format_1_row_survives_rotation_rewrap_retirement_and_extension(db_path, attacker):
     """A row written before format 2: rewrap moves its data key and leaves its format 1 summary (sealed by the
     DEK) as it is; extend_turn writes metadata and summary back in format 2; the row reads the same throughout."""
-    ring = frozen_database(db_path, out("sealed_metadata"), out("sealed_summary"))
+    ring = frozen_database(attacker, out("sealed_metadata"), out("sealed_summary"))
     clock = FakeClock(IN["created_at"] + 1)
     who, user, turn = Principal(IN["user_id"]), IN["user_id"], IN["turn_id"]
 
@@ -279,12 +265,12 @@ def test_format_1_row_survives_rotation_rewrap_retirement_and_extension(db_path)
     with Vault.open(db_path, keyring_backend=ring, clock=clock) as vault:
         assert vault.rotate_owner_key(user) == 2
         assert vault.rewrap(user) == 1
-        assert stored_summary(db_path) == out("sealed_summary")
+        assert attacker.read(IN["seq"], "summary") == out("sealed_summary")
         assert vault.retire_old_key_versions(user) == 1
         assert listed(vault) == expected and vault.get(who, IN["row_id"]).key_version == 2
         assert vault.extend_turn(who, turn, IN["expires_at"] - clock.now + 3600) == 1
-        assert stored_summary(db_path)[0] == 0x04
-        with closing(sqlite3.connect(db_path)) as conn:  # the metadata too: no longer the frozen v1 bytes
-            assert conn.execute("SELECT metadata FROM rows").fetchone()[0] != out("sealed_metadata")
+        assert attacker.read(IN["seq"], "summary")[0] == 0x04
+        # the metadata too: no longer the frozen v1 bytes
+        assert attacker.read(IN["seq"], "metadata") != out("sealed_metadata")
         assert listed(vault) == expected
         assert vault.get(who, IN["row_id"]).summary == IN["summary"]

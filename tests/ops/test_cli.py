@@ -9,7 +9,6 @@ import os
 import pty
 import re
 import select
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -160,12 +159,9 @@ def test_deleted_keyring_entries_are_exit_3(cli):
     assert cli.ok("read", "--user", USER, row, "--n", "6") == CONTENT[:6] + "\n"  # restored keyring: readable
 
 
-def test_flipped_chunk_byte_is_exit_4_and_deletes_nothing(cli):
+def test_flipped_chunk_byte_is_exit_4_and_deletes_nothing(cli, attacker):
     row = cli.put()
-    with sqlite3.connect(cli.db) as db:
-        pos, sealed = db.execute("SELECT pos, sealed FROM chunks").fetchone()
-        flipped = sealed[:40] + bytes([sealed[40] ^ 1]) + sealed[41:]
-        db.execute("UPDATE chunks SET sealed = ? WHERE pos = ?", (flipped, pos))
+    attacker.flip_at(attacker.seq_of(row), "chunk", 40, chunk=0)  # the cli's database is the fixture's db_path
     assert_fails(cli.run("read", "--user", USER, row), 4, "IntegrityError")
     assert_fails(cli.run("read", "--user", USER, row, "--mode", "tail", "--n", "1", "--json"), 4, "IntegrityError")
     assert json.loads(cli.ok("stats", "--json"))["rows"] == 1

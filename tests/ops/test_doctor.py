@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 import sys
-from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from keys.testing import MemoryKeyring
+from tests.storage.sqlite.layouts import legacy_file, not_a_vault
 from tests.support.repository import ROOT
-from tests.support.sqlite_files import legacy_file
 from vault import Principal, Vault
 from vault.ops.doctor import diagnose
 
@@ -69,9 +67,6 @@ def test_doctor_names_the_seq_lookup_for_a_new_file_without_the_secret_service(d
 
 
 def test_doctor_fails_on_a_sqlite_file_that_is_no_vault(db_path):
-    with closing(sqlite3.connect(db_path)) as conn:
-        conn.execute("CREATE TABLE notes (body TEXT)")
-        conn.commit()
-    db_path.chmod(0o600)
+    not_a_vault(db_path)
     lines, safe = diagnose(db_path)
     assert not safe and "FAIL  database: not a scratchvault database (SQLite, but no schema version)" in lines

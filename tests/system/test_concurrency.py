@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
 import time
-from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -192,15 +190,14 @@ def test_three_processes_thirty_puts_each_all_readable(shared, tmp_path):
 
 
 @pytest.mark.slow
-def test_two_processes_creating_the_same_new_owner_end_with_one_keyset(shared, tmp_path):
+def test_two_processes_creating_the_same_new_owner_end_with_one_keyset(shared, tmp_path, attacker):
     db, keyring_file = shared
     go = tmp_path / "go"
     first, second = spawn(db, keyring_file, "dora", "t1", 5, go), spawn(db, keyring_file, "dora", "t2", 5, go)
     start_together(go, first, second)
     ids1, ids2 = finish(first), finish(second)
     assert len(owner_entries(keyring_file, "dora")) == 1
-    with closing(sqlite3.connect(db)) as conn:
-        assert conn.execute("SELECT count(*) FROM owner_keys").fetchone()[0] == 1
+    assert len(attacker.commitments()) == 1
     with Vault.open(db, keyring_backend=FileKeyring(keyring_file)) as vault:
         assert_rows_exact(vault, "dora", "t1", ids1)
         assert_rows_exact(vault, "dora", "t2", ids2)
@@ -220,7 +217,7 @@ def test_processes_creating_one_new_vault_agree_on_one_vault_id(tmp_path, db_pat
 
 
 @pytest.mark.slow
-def test_process_killed_mid_put_loses_no_returned_row_and_leaves_no_half_row(shared):
+def test_process_killed_mid_put_loses_no_returned_row_and_leaves_no_half_row(shared, attacker):
     db, keyring_file = shared
     child = spawn(db, keyring_file, "erin", "t", 100_000)
     assert child.stdout.readline().strip() == "ready"
@@ -232,12 +229,12 @@ def test_process_killed_mid_put_loses_no_returned_row_and_leaves_no_half_row(sha
     rest, _ = child.communicate(timeout=30)
     assert child.returncode == -signal.SIGKILL
     printed |= {int(i): row for i, row in (line.split() for line in rest.splitlines() if len(line.split()) == 2)}
-    with closing(sqlite3.connect(db)) as conn:
-        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        stored = conn.execute("SELECT id, seq FROM rows").fetchall()
-        assert conn.execute("SELECT count(*) FROM rows WHERE seq NOT IN (SELECT seq FROM summaries)").fetchone() == (0,)
-        for _, seq in stored:
-            assert conn.execute("SELECT count(*) FROM chunks WHERE pos >> 20 = ?", (seq,)).fetchone()[0] >= 1
+    assert attacker.intact()
+    stored = [(row["id"], seq) for seq, row in attacker.rows().items()]
+    assert {seq for _, seq in stored} <= set(attacker.summaries())  # no row without its summary
+    chunks = attacker.chunk_indexes()
+    for _, seq in stored:
+        assert len(chunks.get(seq, [])) >= 1
     with Vault.open(db, keyring_backend=FileKeyring(keyring_file)) as vault:
         assert len(stored) >= len(printed)
         assert_rows_exact(vault, "erin", "t", printed)
@@ -258,7 +255,7 @@ def test_turn_resumed_in_another_process_lists_and_reads_its_rows(shared):
         assert vault.list_for_turn(Principal("bob"), "turn-9") == []
 
 
-def test_closing_while_another_thread_waits_inside_sqlite_never_crashes(db_path, keyring_backend):
+def test_closing_while_another_thread_waits_inside_sqlite_never_crashes(db_path, attacker, keyring_backend):
     """close() from one thread while another waits inside SQLite for the write lock (the situation in which
     the suite once crashed the interpreter): the waiting call ends with StorageError or completes, the
     process lives, and every later call is StorageError."""
@@ -267,8 +264,6 @@ def test_closing_while_another_thread_waits_inside_sqlite_never_crashes(db_path,
     vault = Vault.open(db_path, keyring_backend=keyring_backend)
     alice = Principal("alice")
     vault.put(alice, "t", 0, "tool", "warm")
-    blocker = sqlite3.connect(db_path, isolation_level=None)
-    blocker.execute("BEGIN IMMEDIATE")
     outcomes: list[str] = []
 
     def blocked_put() -> None:
@@ -279,12 +274,11 @@ def test_closing_while_another_thread_waits_inside_sqlite_never_crashes(db_path,
             outcomes.append("closed")
 
     worker = threading.Thread(target=blocked_put)
-    worker.start()
-    time.sleep(0.3)
-    vault.close()
-    time.sleep(0.1)
-    blocker.execute("COMMIT")
-    blocker.close()
+    with attacker.holding_the_write_lock():  # another process's write transaction
+        worker.start()
+        time.sleep(0.3)
+        vault.close()
+        time.sleep(0.1)
     worker.join(30)
     assert not worker.is_alive() and outcomes in (["closed"], ["stored"])
     with pytest.raises(StorageError):

@@ -19,12 +19,10 @@ import os
 import queue
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
 import time
-from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -112,22 +110,20 @@ def run_and_kill(db: Path, keyring_file: Path, iteration: int, rng: random.Rando
     return [line.strip() for line in printed]
 
 
-def stored_layout(db: Path) -> tuple[dict[int, bytes], dict[int, list[int]]]:
+def stored_layout(attacker) -> tuple[dict[int, bytes], dict[int, list[int]]]:
     """After a kill: integrity check, then {seq: id} and {seq: sorted chunk indexes}; no orphan parts."""
-    with closing(sqlite3.connect(db)) as conn:
-        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        rows = dict(conn.execute("SELECT seq, id FROM rows"))
-        summaries = {seq for (seq,) in conn.execute("SELECT seq FROM summaries")}
-        chunks: dict[int, list[int]] = {}
-        for (pos,) in conn.execute("SELECT pos FROM chunks ORDER BY pos"):
-            chunks.setdefault(pos >> 20, []).append(pos & (2**20 - 1))
+    assert attacker.intact()
+    rows = {seq: row["id"] for seq, row in attacker.rows().items()}
+    summaries = set(attacker.summaries())
+    chunks = attacker.chunk_indexes()
     assert summaries == set(rows), "a summary without its row, or a row without its summary"
     assert set(chunks) <= set(rows), "chunks of a row that does not exist"
     return rows, chunks
 
 
 @pytest.mark.slow
-def test_writer_killed_at_random_points_loses_nothing_acknowledged_and_leaves_no_half_row(tmp_path, db_path):
+def test_writer_killed_at_random_points_loses_nothing_acknowledged_and_leaves_no_half_row(tmp_path, db_path,
+                                                                                            attacker):
     keyring_file = tmp_path / "keyring.json"
     Vault.open(db_path, keyring_backend=FileKeyring(keyring_file)).close()
     rng = random.Random(int.from_bytes(os.urandom(4), "big"))
@@ -139,7 +135,7 @@ def test_writer_killed_at_random_points_loses_nothing_acknowledged_and_leaves_no
         assert printed[:1] == ["ready"] or not acknowledged
         totals["acknowledged"] += len(acknowledged)
         expected |= {row: (user_of(iteration), sha) for row, sha in acknowledged.items()}
-        rows, chunks = stored_layout(db_path)
+        rows, chunks = stored_layout(attacker)
         present = {row.hex(): seq for seq, row in rows.items()}
         assert set(expected) <= set(present), f"iteration {iteration}: acknowledged rows lost"
         short_lived: set[str] = set()
@@ -168,11 +164,6 @@ def test_writer_killed_at_random_points_loses_nothing_acknowledged_and_leaves_no
     assert expected, "no long-lived row survived to be checked across kills"
 
 
-def table(db_path: Path, sql: str) -> list[tuple]:
-    with sqlite3.connect(db_path) as db:
-        return db.execute(sql).fetchall()
-
-
 REWRAP_CHILD = """
 import os, signal, sys
 from tests.support.file_keyring import FileKeyring
@@ -193,7 +184,7 @@ with Vault.open(sys.argv[1], keyring_backend=FileKeyring(sys.argv[2])) as vault:
 
 
 @pytest.mark.slow
-def test_rewrap_killed_half_way_leaves_every_row_readable_and_resumes(tmp_path, db_path):
+def test_rewrap_killed_half_way_leaves_every_row_readable_and_resumes(tmp_path, db_path, attacker):
     ring_file = tmp_path / "ring.json"
     with Vault.open(db_path, keyring_backend=FileKeyring(ring_file)) as vault:
         ids = {vault.put(ALICE, "t", n, "x", f"row {n}").id: f"row {n}" for n in range(200)}
@@ -201,9 +192,9 @@ def test_rewrap_killed_half_way_leaves_every_row_readable_and_resumes(tmp_path, 
     child = subprocess.run([sys.executable, "-c", REWRAP_CHILD, db_path, ring_file, "130"], capture_output=True,
                            timeout=60, check=False, env=child_env())
     assert child.returncode == -9
-    versions = dict(table(db_path, "SELECT key_version, count(*) FROM rows GROUP BY key_version"))
+    versions = attacker.key_versions()
     assert versions == {1: 80, 2: 120}  # six batches of 20 committed, the seventh rolled back
-    assert table(db_path, "PRAGMA integrity_check") == [("ok",)]
+    assert attacker.intact()
     with Vault.open(db_path, keyring_backend=FileKeyring(ring_file)) as vault:
         assert {row: vault.get(ALICE, row).content for row in ids} == ids
         assert vault.rewrap("alice") == 80

@@ -94,7 +94,7 @@ def test_every_named_test_exists_and_is_not_skipped_or_xfail(tmp_path):
 
 @pytest.mark.parametrize("bad", [
     "tests/vault/test_isolation.py::test_no_such_test", "tests/test_nonexistent.py::test_x",
-    "tests/attacks/test_tamper.py::test_tampered_row_never_yields_altered_content[no_such_case]"])
+    "tests/attacks/test_tampering.py::test_tampered_row_never_yields_altered_content[no_such_case]"])
 def test_the_check_rejects_a_missing_test(tmp_path, bad):
     code, _, collected = collect([bad], tmp_path)
     assert code != 0 or not_run(bad, collected) is None

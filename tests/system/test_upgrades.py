@@ -1,42 +1,28 @@
 """Upgrades: files made before schema 3 (every layout since the first) used for everything by this code; the
 previous release (5869981, schema 2) still running while this one raises the schema; the previous release
-meeting a file made at schema 3. threat_model.md, "Row ids"; README, "Upgrading"."""
+meeting a file made at schema 3. threat_model.md, "Row ids"; README, "Upgrading". An altered id in such a file is
+tests/attacks/test_row_ids.py."""
 
 from __future__ import annotations
 
 import io
 import json
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tarfile
-from contextlib import closing
 from pathlib import Path
 
 import pytest
 
+from tests.storage.sqlite.layouts import first_layout, legacy_file, user_version
 from tests.support.file_keyring import FileKeyring
 from tests.support.repository import ROOT
-from tests.support.sqlite_files import legacy_file, seq_of, table_counts, user_version
-from vault import IntegrityError, NotFound, Principal, Vault
+from vault import NotFound, Principal, Vault
 
 PREVIOUS = "5869981"  # the last commit before row ids named their seq: SCHEMA_VERSION 2, random ids, id index
 ALICE, BOB = Principal("alice"), Principal("bob")
 
-# scratchvault's first layout (87589bf, schema 1): AUTOINCREMENT seqs, no owners table
-SCHEMA_V1_FIRST = """
-CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
-CREATE TABLE rows (seq INTEGER PRIMARY KEY AUTOINCREMENT, id BLOB NOT NULL UNIQUE, owner_tag BLOB NOT NULL,
-    turn_tag BLOB NOT NULL, key_version INTEGER NOT NULL, expires_at REAL NOT NULL, size_bytes INTEGER NOT NULL,
-    wrapped_key BLOB NOT NULL, metadata BLOB NOT NULL);
-CREATE INDEX rows_owner_turn ON rows (owner_tag, turn_tag);
-CREATE INDEX rows_expiry ON rows (expires_at);
-CREATE TABLE summaries (seq INTEGER PRIMARY KEY, sealed BLOB NOT NULL);
-CREATE TABLE chunks (pos INTEGER PRIMARY KEY, sealed BLOB NOT NULL);
-CREATE TABLE owner_keys (owner_tag BLOB NOT NULL, version INTEGER NOT NULL, check_value BLOB NOT NULL,
-    PRIMARY KEY (owner_tag, version)) WITHOUT ROWID;
-"""
 
 # the previous release, driven one JSON command per line (it keeps the vault open between commands)
 CHILD = r"""
@@ -120,11 +106,9 @@ def ring(tmp_path, monkeypatch) -> Path:
     return path
 
 
-
-
-
 # -- the previous release and this one on one file ------------------------------------------------------------------
-def test_the_previous_release_still_running_when_the_schema_is_raised_shares_every_row(previous_tree, ring, db_path):
+def test_the_previous_release_still_running_when_the_schema_is_raised_shares_every_row(previous_tree, ring, db_path,
+                                                                                      attacker):
     old = Previous(previous_tree, db_path, ring)  # it makes the file: schema 2, unique index on ids
     try:
         assert old.opened == 2
@@ -139,7 +123,7 @@ def test_the_previous_release_still_running_when_the_schema_is_raised_shares_eve
             # a seq reused across releases: the old one deletes the top row, the new one takes its seq
             assert old("delete", "alice", a3) is None
             n4 = new.put(ALICE, "t", 4, "x", "new four").id
-            assert seq_of(db_path, n4) == 3
+            assert attacker.seq_of(n4) == 3
             with pytest.raises(NotFound):
                 new.get(ALICE, a3)
             assert old("get", "alice", a3) == {"error": "NotFound"} and old("get", "bob", n4) == {"error": "NotFound"}
@@ -152,36 +136,31 @@ def test_the_previous_release_still_running_when_the_schema_is_raised_shares_eve
             assert [old("get", "alice", i) for i in (a1, n2, n4)] == ["old one", "new two", "new four"]
             new.delete(ALICE, n2)
             assert old("get", "alice", n2) == {"error": "NotFound"}
-            assert old("gc", 4e9) == 2 and table_counts(db_path) == (0, 0, 0)
+            assert old("gc", 4e9) == 2 and attacker.counts() == (0, 0, 0)
             assert new.list_for_turn(ALICE, "t") == []
     finally:
         old.close()
 
 
-def test_the_previous_release_refuses_a_file_made_at_schema_3_and_leaves_it_as_it_is(previous_tree, ring, db_path):
+def test_the_previous_release_refuses_a_file_made_at_schema_3_and_leaves_it_as_it_is(previous_tree, ring, db_path,
+                                                                                     attacker):
     with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
         row = new.put(ALICE, "t", 1, "x", "kept").id
-    before = table_counts(db_path)
+    before = attacker.counts()
     old = Previous(previous_tree, db_path, ring)
     old.close()
     assert old.opened["error"] == "StorageError" and "newer scratchvault" in old.opened["message"]
-    assert user_version(db_path) == 3 and table_counts(db_path) == before
+    assert user_version(db_path) == 3 and attacker.counts() == before
     with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
         assert new.get(ALICE, row).content == "kept"
 
 
 # -- files made before schema 3, used for everything by this release --------------------------------------------------
-def first_layout(path: Path) -> Path:
-    with closing(sqlite3.connect(path)) as conn:
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.executescript(SCHEMA_V1_FIRST)
-        conn.execute("PRAGMA user_version = 1")
-    path.chmod(0o600)
-    return path
 
 
 @pytest.mark.parametrize("layout", ["v1_autoincrement", "v1", "v2"])
-def test_a_file_made_before_schema_3_serves_every_operation_by_its_id_index(db_path, keyring_backend, clock, layout):
+def test_a_file_made_before_schema_3_serves_every_operation_by_its_id_index(db_path, attacker, keyring_backend, clock,
+                                                                            layout):
     {"v1_autoincrement": first_layout, "v1": lambda p: legacy_file(p, 1), "v2": legacy_file}[layout](db_path)
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
         assert vault._store._ids_indexed is True
@@ -189,7 +168,7 @@ def test_a_file_made_before_schema_3_serves_every_operation_by_its_id_index(db_p
         top = vault.put(BOB, "t", 1, "x", "bob's top").id
         vault.delete(BOB, top)
         reuse = vault.put(ALICE, "t", 3, "x", "reuses bob's seq", ttl_seconds=60).id
-        assert seq_of(db_path, reuse) == seq_of(db_path, ids[-1]) + 1
+        assert attacker.seq_of(reuse) == attacker.seq_of(ids[-1]) + 1
         for who in (ALICE, BOB):
             with pytest.raises(NotFound):
                 vault.get(who, top)
@@ -201,33 +180,11 @@ def test_a_file_made_before_schema_3_serves_every_operation_by_its_id_index(db_p
         assert vault.gc() == 0  # extended past the clock
         assert sorted(r.id for r in vault.list_for_turn(ALICE, "t")) == sorted([*ids[1:], reuse])
         assert [vault.get(ALICE, i).content for i in ids[1:]] == ["row 1", "row 2"]
-        assert vault.shred_owner("alice") == 3 and table_counts(db_path) == (0, 0, 0)
+        assert vault.shred_owner("alice") == 3 and attacker.counts() == (0, 0, 0)
         after = vault.put(BOB, "t", 2, "x", "after the file emptied").id
-        assert seq_of(db_path, after) == 1  # seqs restart: every earlier id of seq 1 must miss
+        assert attacker.seq_of(after) == 1  # seqs restart: every earlier id of seq 1 must miss
         with pytest.raises(NotFound):
             vault.get(BOB, top)
         assert vault.get(BOB, after).content == "after the file emptied"
 
 
-def test_a_flipped_id_byte_in_a_file_made_before_schema_3_is_detected_not_served(db_path, keyring_backend):
-    """The tamper matrix runs on new files only; here the id-index lookup, which every upgraded file uses."""
-    legacy_file(db_path)
-    with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
-        row = vault.put(ALICE, "t", 1, "x", "target").id
-    flipped = bytearray(bytes.fromhex(row))
-    flipped[0] ^= 1
-    with closing(sqlite3.connect(db_path)) as conn:
-        conn.execute("UPDATE rows SET id = ? WHERE seq = ?", (bytes(flipped), seq_of(db_path, row)))
-        conn.commit()
-    before = table_counts(db_path)
-    with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
-        with pytest.raises(NotFound):
-            vault.get(ALICE, row)
-        with pytest.raises(IntegrityError):  # found through the index; the id is in every AAD
-            vault.get(ALICE, bytes(flipped).hex())
-        with pytest.raises(IntegrityError):
-            vault.list_for_turn(ALICE, "t")
-        with pytest.raises(IntegrityError):
-            vault.delete(ALICE, bytes(flipped).hex())
-        assert vault.stats()["counters"]["integrity_failures"] == 3
-    assert table_counts(db_path) == before

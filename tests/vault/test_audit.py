@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import sqlite3
 from datetime import datetime
 
 import pytest
@@ -93,12 +92,9 @@ def test_refused_reads_are_not_found_and_only_another_owners_row_is_marked_denie
     assert refused[0]["user"] != refused[3]["user"] == audit.records()[0]["user"]
 
 
-def test_integrity_key_unavailable_and_invalid_outcomes(vault, audit, db_path, keyring_backend):
+def test_integrity_key_unavailable_and_invalid_outcomes(vault, audit, attacker, keyring_backend):
     row = vault.put(CAROL, TURN, 1, EXEC, CONTENT).id
-    with sqlite3.connect(db_path) as db:
-        pos, sealed = db.execute("SELECT pos, sealed FROM chunks").fetchone()
-        flipped = sealed[:20] + bytes([sealed[20] ^ 4]) + sealed[21:]
-        db.execute("UPDATE chunks SET sealed = ? WHERE pos = ?", (flipped, pos))
+    attacker.flip_at(attacker.seq_of(row), "chunk", 20, chunk=0, bit=4)
     with pytest.raises(IntegrityError):
         vault.read(CAROL, row)
     with pytest.raises(InvalidArgument):

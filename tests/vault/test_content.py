@@ -6,7 +6,6 @@ import hashlib
 import io
 import json
 import random
-import sqlite3
 from array import array
 
 import pytest
@@ -26,11 +25,6 @@ FOUR_BYTE = "\U0001f600"  # 😀, 4 bytes of UTF-8
 def put_get(vault, who, observation, turn="t"):
     rep = vault.put(who, turn, 1, "tool", observation)
     return rep, vault.get(who, rep.id)
-
-
-def chunk_count(db_path) -> int:
-    with sqlite3.connect(db_path) as db:
-        return db.execute("SELECT count(*) FROM chunks").fetchone()[0]
 
 
 TEXTS = {
@@ -148,17 +142,22 @@ def test_multi_chunk_ascii_text_and_json_round_trip(vault, alice):
     assert put_get(vault, alice, value)[1].content == value
 
 
-@pytest.mark.parametrize("damage", [
-    "sealed = zeroblob(length(sealed))",  # fails its tag
-    "sealed = CAST(x'fffe' AS TEXT)",  # not bytes at all: fails in the store, before any decryption
-])
-def test_a_full_read_that_fails_midway_leaves_nothing_open(vault, alice, db_path, keyring_backend, clock, damage):
+DAMAGE = {  # what the middle chunk becomes
+    "zeroed": lambda a, seq, i: a.write(seq, "chunk", bytes(len(a.read(seq, "chunk", i))), i),  # fails its tag
+    # not bytes at all: fails in the store, before any decryption
+    "text": lambda a, seq, i: a.write(seq, "chunk", b"\xff\xfe", i, as_text=True),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_a_full_read_that_fails_midway_leaves_nothing_open(vault, alice, db_path, attacker, keyring_backend, clock,
+                                                           damage):
     """Chunks are read through a cursor one at a time: a damaged middle chunk stops the read with an
     IntegrityError, and the cursor, its read snapshot and the connection's busy mark go with it, even while the
     caller still holds the exception: rows another connection commits are seen, and a checkpoint completes."""
     rep = vault.put(alice, "t", 1, "tool", "x" * (3 * K64))
-    with sqlite3.connect(db_path) as db:
-        db.execute(f"UPDATE chunks SET {damage} WHERE pos = (SELECT max(pos) - 1 FROM chunks)")
+    seq = attacker.seq_of(rep.id)
+    DAMAGE[damage](attacker, seq, attacker.chunk_indexes()[seq][-2])
     with pytest.raises(IntegrityError) as raised:
         vault.get(alice, rep.id)
     # the exception (and its traceback) still held, yet no connection is busy
@@ -167,8 +166,7 @@ def test_a_full_read_that_fails_midway_leaves_nothing_open(vault, alice, db_path
         written = other.put(alice, "t", 2, "tool", "from another connection").id
     assert vault.get(alice, written).content == "from another connection"
     assert vault.get(alice, vault.put(alice, "t", 3, "tool", "after").id).content == "after"
-    with sqlite3.connect(db_path) as db:  # a checkpoint completes: nothing of the failed read holds the WAL
-        assert db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+    assert attacker.checkpoint()  # a checkpoint completes: nothing of the failed read holds the WAL
 
 
 class FailingStream:
@@ -185,14 +183,14 @@ class FailingStream:
 
 
 @pytest.mark.parametrize("good", [0, 3])
-def test_stream_that_raises_is_invalid_argument_and_stores_nothing(vault, alice, db_path, good):
+def test_stream_that_raises_is_invalid_argument_and_stores_nothing(vault, alice, attacker, good):
     vault.put(alice, "t", 1, "tool", "already here")
-    before, chunks = vault.stats(), chunk_count(db_path)
+    before, chunks = vault.stats(), attacker.counts()[2]
     with pytest.raises(InvalidArgument):
         vault.put(alice, "t", 2, "tool", FailingStream(good))
     after = vault.stats()
     assert (after["rows"], after["bytes"]) == (before["rows"], before["bytes"])
-    assert chunk_count(db_path) == chunks
+    assert attacker.counts()[2] == chunks
     assert [r.step_num for r in vault.list_for_turn(alice, "t")] == [1]
 
 

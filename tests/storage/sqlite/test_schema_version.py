@@ -6,41 +6,22 @@ before version 3 keeps that index, and its old rows read; a database from a newe
 
 from __future__ import annotations
 
-import sqlite3
-from contextlib import closing
-
 import pytest
 
-from tests.support.sqlite_files import legacy_file, user_version
+from tests.storage.sqlite.layouts import id_indexes, legacy_file, set_user_version, user_version
 from vault import Principal, StorageError, Vault
 from vault.storage.sqlite.schema import SCHEMA_VERSION
 
 
-def set_user_version(db_path, version: int) -> None:
-    with closing(sqlite3.connect(db_path)) as conn:
-        conn.execute(f"PRAGMA user_version = {version}")
-
-
-def id_indexes(db_path) -> list[str]:
-    """Names of the unique indexes on rows(id) alone."""
-    with closing(sqlite3.connect(db_path)) as conn:
-        return [name for _, name, unique, _, _ in conn.execute("PRAGMA index_list(rows)")
-                if unique and [c for *_, c in conn.execute("SELECT * FROM pragma_index_info(?)", (name,))] == ["id"]]
-
-
 @pytest.mark.parametrize("old_version", [1, 2])
-def test_a_file_from_before_version_3_is_raised_to_3_and_keeps_its_index_on_ids(db_path, keyring_backend, clock,
-                                                                                  old_version):
+def test_a_file_from_before_version_3_is_raised_to_3_and_keeps_its_index_on_ids(db_path, attacker, keyring_backend,
+                                                                                  clock, old_version):
     assert SCHEMA_VERSION == 3
     legacy_file(db_path, old_version)
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
         assert user_version(db_path) == 3
         row = vault.put(Principal("alice"), "t", 1, "x", "kept").id
-    with closing(sqlite3.connect(db_path)) as conn:  # a row as version 2 wrote it: moved, found by its id alone
-        conn.execute("UPDATE rows SET seq = seq + 1000")
-        conn.execute("UPDATE summaries SET seq = seq + 1000")
-        conn.execute("UPDATE chunks SET pos = pos + (1000 << 20)")
-        conn.commit()
+    attacker.shift_rows(1000)  # a row as version 2 wrote it: moved, found by its id alone
     assert id_indexes(db_path) == ["sqlite_autoindex_rows_1"]
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
         assert vault.get(Principal("alice"), row).content == "kept"
