@@ -1,5 +1,6 @@
-"""Engine integration (vault/engine.py): the offload decision at its boundary, the model's view, references to
-full values, when the tool is offered, turn resume with extend_turn, counters, and the README snippet.
+"""Engine integration (vault/engine/scratchpad.py): the offload decision at its boundary, the model's view,
+references to full values, when the tool is offered, turn resume with extend_turn, counters, and the README
+snippet.
 
 The tool call itself (isolation, fuzzing, the cap) is in test_read_tool.py; a turn resumed in another process
 in tests/system/test_engine_resume.py, the examples in tests/system/test_docs.py.

@@ -1,4 +1,4 @@
-"""Key-lifecycle races and interruptions a second review found: a shred landing inside a rotation, a stale
+"""Key-lifecycle races and interruptions: a shred landing inside a rotation, a stale
 cache after a shred and re-creation, a keyring write that times out and lands late, a retirement whose
 keyring write landed but whose commit did not, and bad progress callbacks."""
 
