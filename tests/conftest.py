@@ -1,4 +1,5 @@
-"""Shared fixtures: an in-memory keyring, a controllable clock, vaults in private temp directories.
+"""Shared fixtures: an in-memory keyring, a controllable clock, vaults in private temp directories, and the
+attacker's handle on a vault's file (the SQLite store's: tests/attacks/sqlite_attacker.py).
 
 Tests marked ``real_keyring`` use the OS keyring's Secret Service; ``scripts/run test`` starts one and sets
 SCRATCHVAULT_REAL_KEYRING=1, in which case its absence is a failure, never a skip.
@@ -7,34 +8,21 @@ SCRATCHVAULT_REAL_KEYRING=1, in which case its absence is a failure, never a ski
 from __future__ import annotations
 
 import os
-import sqlite3
-import sys
 from collections.abc import Iterator
-from contextlib import closing
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from memory_keyring import MemoryKeyring
-
+from keys.testing import MemoryKeyring
+from tests.support.clock import FakeClock
 from vault import Principal, Vault
 
-T0 = 1_800_000_000.0
+if TYPE_CHECKING:
+    from tests.attacks.sqlite_attacker import SqliteAttacker
 
-
-class FakeClock:
-    """A wall clock the test moves by hand (expiry is tested without sleeping)."""
-
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+# helpers whose asserts are the tests' own: rewritten like a test module's, for the same failure messages
+pytest.register_assert_rewrite("tests.attacks.sqlite_attacker", "tests.attacks.tamper_world", "tests.storage.contract")
 
 
 @pytest.fixture
@@ -65,6 +53,21 @@ def vault(db_path: Path, keyring_backend: MemoryKeyring, clock: FakeClock) -> It
         yield opened
 
 
+@pytest.fixture(scope="session")
+def attacker_for() -> type[SqliteAttacker]:
+    """The attacker of the store under test, made for a database path: the one place that picks the backend's
+    attacker (another store's suite supplies its own, with the same operations)."""
+    from tests.attacks.sqlite_attacker import SqliteAttacker
+
+    return SqliteAttacker
+
+
+@pytest.fixture
+def attacker(attacker_for: type[SqliteAttacker], db_path: Path) -> SqliteAttacker:
+    """The attacker's handle on the file of the ``vault`` fixture."""
+    return attacker_for(db_path)
+
+
 @pytest.fixture
 def alice() -> Principal:
     return Principal("alice", actor="planner", channel="web")
@@ -73,15 +76,6 @@ def alice() -> Principal:
 @pytest.fixture
 def bob() -> Principal:
     return Principal("bob", actor="planner", channel="web")
-
-
-def owner_username(get_password, index_service: str, user_id: str) -> str:
-    """The keyring user name of an owner's keyset: its owner tag in hex (it needs the vault's index key)."""
-    from keys.blind_index import IndexKey
-    from keys.keyset import parse_single_key
-
-    index_key = IndexKey(parse_single_key(get_password(index_service, "index"), "index key"))
-    return index_key.owner_tag(user_id).hex()
 
 
 def real_keyring_required() -> bool:
@@ -102,59 +96,3 @@ def real_keyring():
             pytest.fail(f"SCRATCHVAULT_REAL_KEYRING=1 but the Secret Service is unusable: {error!r}")
         pytest.skip(f"no Secret Service here ({error!r}); run through 'bash scripts/run test'")
     return backend
-
-
-# The tables exactly as scratchvault made them before schema 3 (row ids random, found through an index on id).
-SCHEMA_V2 = """
-CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
-CREATE TABLE rows (
-    seq INTEGER PRIMARY KEY,
-    id BLOB NOT NULL UNIQUE,
-    owner_tag BLOB NOT NULL,
-    turn_tag BLOB NOT NULL,
-    key_version INTEGER NOT NULL,
-    expires_at REAL NOT NULL,
-    size_bytes INTEGER NOT NULL,
-    wrapped_key BLOB NOT NULL,
-    metadata BLOB NOT NULL
-);
-CREATE INDEX rows_owner_turn ON rows (owner_tag, turn_tag);
-CREATE INDEX rows_expiry ON rows (expires_at);
-CREATE TABLE summaries (seq INTEGER PRIMARY KEY, sealed BLOB NOT NULL);
-CREATE TABLE chunks (pos INTEGER PRIMARY KEY, sealed BLOB NOT NULL);
-CREATE TABLE owner_keys (
-    owner_tag BLOB NOT NULL,
-    version INTEGER NOT NULL,
-    check_value BLOB NOT NULL,
-    PRIMARY KEY (owner_tag, version)
-) WITHOUT ROWID;
-CREATE TABLE owners (owner_tag BLOB PRIMARY KEY, sealed_name BLOB NOT NULL) WITHOUT ROWID;
-"""
-
-
-def legacy_file(path: Path, user_version: int = 2) -> Path:
-    """An empty database file laid out as before schema 3 (WAL, the v2 tables), for upgrade tests."""
-    with closing(sqlite3.connect(path)) as conn:
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.executescript(SCHEMA_V2)
-        conn.execute(f"PRAGMA user_version = {user_version}")
-    os.chmod(path, 0o600)
-    return path
-
-
-def seq_of(db: Path, row_id: str) -> int:
-    """The seq of the row storing ``row_id``, as a reader of the file sees it (no index consulted)."""
-    with closing(sqlite3.connect(db)) as conn:
-        return conn.execute("SELECT seq FROM rows NOT INDEXED WHERE id = ?", (bytes.fromhex(row_id),)).fetchone()[0]
-
-
-def table_counts(db: Path) -> tuple[int, ...]:
-    """How many rows, summaries and chunks the file holds."""
-    with closing(sqlite3.connect(db)) as conn:
-        return tuple(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("rows", "summaries", "chunks"))
-
-
-def user_version(db: Path) -> int:
-    """The file's schema version."""
-    with closing(sqlite3.connect(db)) as conn:
-        return conn.execute("PRAGMA user_version").fetchone()[0]

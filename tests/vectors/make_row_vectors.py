@@ -3,18 +3,18 @@ scratchvault's row format v1, and of what format 2 changed (the summary record, 
 
 Run by hand, once per format version, from the repository root::
 
-    python tests/vectors/make_row_vectors.py            # writes both files
-    python tests/vectors/make_row_vectors.py --check    # exit 1 if a file differs from what it would write
+    python -m tests.vectors.make_row_vectors            # writes both files
+    python -m tests.vectors.make_row_vectors --check    # exit 1 if a file differs from what it would write
 
-The test suite never runs this; ``tests/test_vectors.py`` recomputes every output from the file's inputs and
+The test suite never runs this; ``tests/keys/test_vectors.py`` recomputes every output from the file's inputs and
 compares. Regenerating the file to make that test pass defeats its purpose: a difference means the format
 changed, and rows already on disk would no longer open. Bump the format version instead.
 
 The row is sealed exactly as ``Vault.put`` seals one, except that the random values (keys, ids, nonces) are
 fixed here. Random nonces enter through the test seams ``OwnerKeyset._wrap_with_nonce`` and
 ``DataKey._seal_with_nonce`` (and ``TurnKey._seal_with_nonce`` for format 2); everything else uses the public
-functions of ``keys/`` and ``vault/rowformat.py``, except the format 1 metadata and summary records, which the
-vault no longer writes (it still reads them): ``_metadata_v1`` and ``_summary_v1`` below are the encoders it had.
+functions of ``keys/`` and ``vault/row/``, except the format 1 metadata and summary records, which the vault no
+longer writes (it still reads them): ``_metadata_v1`` and ``_summary_v1`` below are the encoders it had.
 """
 
 from __future__ import annotations
@@ -25,12 +25,9 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from keys.blind_index import IndexKey  # noqa: E402
-from keys.datakey import DataKey  # noqa: E402
-from keys.envelope import (  # noqa: E402
+from keys.blind_index import IndexKey
+from keys.datakey import DataKey
+from keys.envelope import (
     RowContext,
     chunk_aad,
     chunk_nonce,
@@ -40,8 +37,10 @@ from keys.envelope import (  # noqa: E402
     summary_aad_v2,
     wrap_aad,
 )
-from keys.keyset import OwnerKeyset  # noqa: E402
-from vault.rowformat import Metadata, SummaryRecord, _runs, chunked, text_pieces  # noqa: E402
+from keys.keyset import OwnerKeyset
+from vault.row.chunks import chunked, text_pieces
+from vault.row.format import Metadata, SummaryRecord, _runs
+from vault.storage.sqlite.schema import MAX_CHUNKS
 
 OUT = Path(__file__).with_name("row_format_v1.json")
 OUT_V2 = Path(__file__).with_name("row_format_v2.json")
@@ -106,13 +105,13 @@ def inputs() -> dict:
 
 
 def outputs(given: dict) -> dict:
-    """Every output, computed with the code of keys/ and vault/rowformat.py: name -> {"how", "expect"}."""
+    """Every output, computed with the code of keys/ and vault/row/: name -> {"how", "expect"}."""
     raw = {k: bytes.fromhex(given[k]) for k in ("owner_key", "data_key", "index_key", "vault_id", "row_id")}
     version, user_id, turn_id = given["key_version"], given["user_id"], given["turn_id"]
     index, keyset, data_key = IndexKey(raw["index_key"]), OwnerKeyset(version, {version: raw["owner_key"]}), \
         DataKey(raw["data_key"])
     ctx = RowContext(raw["vault_id"], raw["row_id"])
-    chunks = list(chunked(text_pieces(given["plaintext"]), text=True))
+    chunks = list(chunked(text_pieces(given["plaintext"]), text=True, max_chunks=MAX_CHUNKS))
     size_bytes = sum(len(c.data) for c in chunks)
     owner_tag = index.owner_tag(user_id)
     turn_tag = index.turn_tag(owner_tag, turn_id)
@@ -194,7 +193,7 @@ def outputs_v2(given: dict, added: dict) -> dict:
     version, user_id = given["key_version"], given["user_id"]
     index, keyset = IndexKey(raw["index_key"]), OwnerKeyset(version, {version: raw["owner_key"]})
     ctx = RowContext(raw["vault_id"], raw["row_id"])
-    chunks = list(chunked(text_pieces(given["plaintext"]), text=True))
+    chunks = list(chunked(text_pieces(given["plaintext"]), text=True, max_chunks=MAX_CHUNKS))
     size_bytes = sum(len(c.data) for c in chunks)
     owner_tag = index.owner_tag(user_id)
     turn_tag = index.turn_tag(owner_tag, given["turn_id"])

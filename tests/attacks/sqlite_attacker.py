@@ -1,0 +1,371 @@
+"""The attacker's handle on a SQLite store's file: the one place in the attack suites that knows its tables, their
+columns and the chunk key ``seq << 20 | index``. It opens the file with sqlite3, as anyone who may write the data
+directory can, and never uses the vault's code.
+
+A row is addressed by its seq (``seq_of`` finds it from an id) and a part of it by name: a clear column of the
+row (``id``, ``owner_tag``, ``turn_tag``, ``key_version``, ``expires_at``, ``size_bytes``, ``wrapped_key``,
+``metadata``), its ``summary``, or ``chunk`` with an index. Another store would bring an attacker with the same
+operations; what only SQL can express (indexes on ids, pages, the WAL) is marked as this file's own.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from tests.storage.sqlite.layouts import legacy_file
+
+COLUMNS = ("id", "owner_tag", "turn_tag", "key_version", "expires_at", "size_bytes", "wrapped_key", "metadata")
+SHIFT = 20  # a chunk's key is seq << SHIFT | index
+INDEX_MASK = (1 << SHIFT) - 1
+TABLES = ("chunks", "meta", "owner_keys", "owners", "rows", "summaries")  # every table the tamper matrix targets
+
+
+@dataclass(frozen=True)
+class SavedRow:
+    """An attacker's copy of one row: its seq, clear columns, sealed summary and sealed chunks (by index)."""
+
+    seq: int
+    columns: dict
+    summary: bytes
+    chunks: tuple[tuple[int, bytes], ...]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One stored value: ``table[label].column``, found by ``where`` with ``params``."""
+
+    table: str
+    label: str
+    column: str
+    where: str
+    params: tuple
+
+
+class SqliteAttacker:
+    """Reads and writes one vault file behind the vault's back; every write is committed at once."""
+
+    LAYOUTS = ("new", "legacy")  # files made by this scratchvault, and before schema 3 (found by an index on ids)
+    PAGE = 4096  # SQLite's page size, as the vault leaves it
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def prepare(self, layout: str) -> None:
+        """Make the empty file of ``layout`` before a vault opens it (nothing to make for "new")."""
+        assert layout in self.LAYOUTS, f"no layout {layout!r} for a SQLite file"
+        if layout == "legacy":
+            legacy_file(self.path)
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        with closing(sqlite3.connect(self.path)) as connection:
+            yield connection
+            connection.commit()
+
+    def _all(self, sql: str, *params) -> list[tuple]:
+        with self._connection() as connection:
+            return connection.execute(sql, params).fetchall()
+
+    def _where(self, seq: int, part: str, chunk: int | None) -> tuple[str, str, str, int]:
+        """(table, column, key column, key) of one part of row ``seq``."""
+        if part == "summary":
+            return "summaries", "sealed", "seq", seq
+        if part == "chunk":
+            return "chunks", "sealed", "pos", seq << SHIFT | chunk
+        assert part in COLUMNS, f"no part {part!r} in a row"
+        return "rows", part, "seq", seq
+
+    # -- reading -----------------------------------------------------------------------------------------------
+    def seq_of(self, row_id: str) -> int:
+        """The seq of the row storing ``row_id``, as a reader of the file sees it (no index consulted)."""
+        return self._all("SELECT seq FROM rows NOT INDEXED WHERE id = ?", bytes.fromhex(row_id))[0][0]
+
+    def counts(self) -> tuple[int, int, int]:
+        """How many rows, summaries and chunks the file holds."""
+        return tuple(self._all(f"SELECT count(*) FROM {table}")[0][0] for table in ("rows", "summaries", "chunks"))
+
+    def row_ids(self) -> set[str]:
+        """The id of every stored row, in hex."""
+        return {bytes(row_id).hex() for (row_id,) in self._all("SELECT id FROM rows")}
+
+    def read(self, seq: int, part: str, chunk: int | None = None) -> object:
+        """One part of row ``seq`` as stored (None if absent)."""
+        table, column, key, value = self._where(seq, part, chunk)
+        found = self._all(f"SELECT {column} FROM {table} WHERE {key} = ?", value)
+        return found[0][0] if found else None
+
+    def row(self, seq: int) -> dict:
+        """The clear columns of row ``seq``."""
+        (found,) = self._all(f"SELECT {', '.join(COLUMNS)} FROM rows WHERE seq = ?", seq)
+        return dict(zip(COLUMNS, found, strict=True))
+
+    def rows(self) -> dict[int, dict]:
+        """Every row's clear columns, by seq."""
+        found = self._all(f"SELECT seq, {', '.join(COLUMNS)} FROM rows ORDER BY seq")
+        return {seq: dict(zip(COLUMNS, columns, strict=True)) for seq, *columns in found}
+
+    def summaries(self) -> dict[int, bytes]:
+        """Every stored summary, by seq."""
+        return dict(self._all("SELECT seq, sealed FROM summaries ORDER BY seq"))
+
+    def chunks(self) -> dict[tuple[int, int], bytes]:
+        """Every stored chunk, by (seq, index)."""
+        return {(pos >> SHIFT, pos & INDEX_MASK): sealed
+                for pos, sealed in self._all("SELECT pos, sealed FROM chunks ORDER BY pos")}
+
+    def chunk_indexes(self) -> dict[int, list[int]]:
+        """The indexes of the chunks stored for each seq, in order (no sealed bytes read)."""
+        found: dict[int, list[int]] = {}
+        for (pos,) in self._all("SELECT pos FROM chunks ORDER BY pos"):
+            found.setdefault(pos >> SHIFT, []).append(pos & INDEX_MASK)
+        return found
+
+    def row_parts(self, row_id: str) -> dict[str, bytes]:
+        """The sealed parts of a row a reader of the files could look for: wrapped key, metadata, summary, chunk 0."""
+        seq = self.seq_of(row_id)
+        return {"wrapped_key": self.read(seq, "wrapped_key"), "metadata": self.read(seq, "metadata"),
+                "summary": self.read(seq, "summary"), "first_chunk": self.read(seq, "chunk", 0)}
+
+    def meta(self, name: str) -> object:
+        """A vault-wide value (``vault_id``, ``index_key_check``), or None; None too when the file or its tables do
+        not exist yet (read-only: a file that is not there is not created)."""
+        if not self.path.exists():
+            return None
+        with closing(sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)) as connection:
+            try:
+                found = connection.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+            except sqlite3.OperationalError:  # no schema yet
+                return None
+        return None if found is None else found[0]
+
+    def commitments(self) -> list[tuple[bytes, int, bytes]]:
+        """(owner tag, version, commitment) of every recorded owner key, by owner and version; empty when the file
+        or its tables do not exist yet (read-only)."""
+        if not self.path.exists():
+            return []
+        with closing(sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)) as connection:
+            try:
+                return connection.execute("SELECT owner_tag, version, check_value FROM owner_keys "
+                                          "ORDER BY owner_tag, version").fetchall()
+            except sqlite3.OperationalError:  # no schema yet
+                return []
+
+    def key_versions(self) -> dict[int, int]:
+        """How many rows each key version wraps."""
+        return dict(self._all("SELECT key_version, count(*) FROM rows GROUP BY key_version"))
+
+    def intact(self) -> bool:
+        """SQLite's own integrity check of the file passes."""
+        return self._all("PRAGMA integrity_check") == [("ok",)]
+
+    # -- writing -----------------------------------------------------------------------------------------------
+    def write(self, seq: int, part: str, value: object, chunk: int | None = None, *, as_text: bool = False) -> None:
+        """Store ``value`` as one part of row ``seq`` (``as_text``: the bytes given, stored as TEXT)."""
+        table, column, key, where = self._where(seq, part, chunk)
+        placeholder = "CAST(? AS TEXT)" if as_text else "?"
+        with self._connection() as connection:
+            changed = connection.execute(f"UPDATE {table} SET {column} = {placeholder} WHERE {key} = ?",
+                                         (value, where)).rowcount
+        assert changed == 1, f"no {part} of row {seq} to overwrite"
+
+    def flip(self, seq: int, part: str, at: float = 0.5, chunk: int | None = None, bit: int = 0x01) -> None:
+        """Flip a bit of one part at fraction ``at`` of its length (0: the first byte, 1: the last)."""
+        data = bytearray(self.read(seq, part, chunk))
+        data[min(int(len(data) * at), len(data) - 1)] ^= bit
+        self.write(seq, part, bytes(data), chunk)
+
+    def flip_at(self, seq: int, part: str, offset: int, chunk: int | None = None, bit: int = 0x01) -> None:
+        """Flip a bit of the byte at ``offset`` (negative: from the end) of one part."""
+        data = bytearray(self.read(seq, part, chunk))
+        data[offset] ^= bit
+        self.write(seq, part, bytes(data), chunk)
+
+    def swap(self, seq: int, other: int, part: str, chunk: int | None = None, other_chunk: int | None = None) -> None:
+        """Trade one part between two rows (or two chunks of one row)."""
+        first, second = self.read(seq, part, chunk), self.read(other, part, other_chunk)
+        self.write(seq, part, second, chunk)
+        self.write(other, part, first, other_chunk)
+
+    def remove(self, seq: int, part: str, chunk: int | None = None) -> None:
+        """Delete one part of row ``seq``: ``row`` (its clear columns only), ``summary``, or ``chunk`` ``index``."""
+        table, _, key, value = ("rows", None, "seq", seq) if part == "row" else self._where(seq, part, chunk)
+        with self._connection() as connection:
+            assert connection.execute(f"DELETE FROM {table} WHERE {key} = ?", (value,)).rowcount == 1
+
+    def add_chunk(self, seq: int, index: int, sealed: bytes) -> None:
+        """Store one more chunk for row ``seq``."""
+        with self._connection() as connection:
+            connection.execute("INSERT INTO chunks (pos, sealed) VALUES (?, ?)", (seq << SHIFT | index, sealed))
+
+    def move_row(self, seq: int, to: int) -> None:
+        """Move row ``seq`` with its summary and chunks to ``to`` (a seq no row uses)."""
+        with self._connection() as connection:
+            for sql in ("UPDATE rows SET seq = ? WHERE seq = ?", "UPDATE summaries SET seq = ? WHERE seq = ?",
+                        f"UPDATE chunks SET pos = (? << {SHIFT}) | (pos & {INDEX_MASK}) WHERE pos >> {SHIFT} = ?"):
+                assert connection.execute(sql, (to, seq)).rowcount >= 1
+
+    def shift_rows(self, by: int) -> None:
+        """Move every row, with its summary and chunks, ``by`` seqs up."""
+        with self._connection() as connection:
+            connection.execute("UPDATE rows SET seq = seq + ?", (by,))
+            connection.execute("UPDATE summaries SET seq = seq + ?", (by,))
+            connection.execute(f"UPDATE chunks SET pos = pos + (? << {SHIFT})", (by,))
+
+    def copy_row(self, seq: int, to: int, **columns: object) -> None:
+        """Copy row ``seq`` with its summary and chunks to ``to``, optionally changing clear columns."""
+        self.write_row(replace(self.save_row(seq), seq=to), **columns)
+
+    def save_row(self, seq: int) -> SavedRow:
+        """The attacker's copy of row ``seq``."""
+        chunks = self._all(f"SELECT pos & {INDEX_MASK}, sealed FROM chunks WHERE pos >> {SHIFT} = ? ORDER BY pos", seq)
+        return SavedRow(seq, self.row(seq), self.read(seq, "summary"), tuple(chunks))
+
+    def write_row(self, saved: SavedRow, **columns: object) -> None:
+        """Insert a saved row (optionally with some clear columns changed) at its seq."""
+        self.insert_row(saved.seq, {**saved.columns, **columns}, saved.summary, saved.chunks)
+
+    def insert_row(self, seq: int, columns: dict, summary: bytes, chunks: Iterable[tuple[int, bytes]]) -> None:
+        """Insert a row made by hand: its clear columns, sealed summary and sealed chunks (index, sealed)."""
+        assert set(columns) == set(COLUMNS), f"a row has the columns {COLUMNS}"
+        with self._connection() as connection:
+            connection.execute(f"INSERT INTO rows (seq, {', '.join(columns)}) "
+                               f"VALUES (?, {', '.join('?' * len(columns))})", (seq, *columns.values()))
+            connection.execute("INSERT INTO summaries (seq, sealed) VALUES (?, ?)", (seq, summary))
+            connection.executemany("INSERT INTO chunks (pos, sealed) VALUES (?, ?)",
+                                   [(seq << SHIFT | index, sealed) for index, sealed in chunks])
+
+    def restore_row(self, saved: SavedRow, **columns: object) -> None:
+        """Write a saved row back at its old seq (its id names that seq), replacing any row with its id or seq."""
+        row_id = columns.get("id", saved.columns["id"])
+        with self._connection() as connection:
+            for (old,) in connection.execute("SELECT seq FROM rows WHERE id = ? OR seq = ?",
+                                             (row_id, saved.seq)).fetchall():
+                connection.execute("DELETE FROM rows WHERE seq = ?", (old,))
+                connection.execute("DELETE FROM summaries WHERE seq = ?", (old,))
+                connection.execute(f"DELETE FROM chunks WHERE pos >> {SHIFT} = ?", (old,))
+        self.write_row(saved, **columns)
+
+    def next_free_seq(self) -> int:
+        """The seq after the last row's."""
+        return self._all("SELECT coalesce(max(seq), 0) + 1 FROM rows")[0][0]
+
+    def set_meta(self, name: str, value: object) -> None:
+        """Overwrite a vault-wide value."""
+        with self._connection() as connection:
+            assert connection.execute("UPDATE meta SET value = ? WHERE name = ?", (value, name)).rowcount == 1
+
+    def delete_meta(self, name: str) -> None:
+        """Delete a vault-wide value."""
+        with self._connection() as connection:
+            assert connection.execute("DELETE FROM meta WHERE name = ?", (name,)).rowcount == 1
+
+    def record_commitment(self, owner_tag: bytes, version: int, value: bytes) -> None:
+        """Record (or overwrite) the commitment of one owner key version."""
+        with self._connection() as connection:
+            connection.execute("INSERT OR REPLACE INTO owner_keys (owner_tag, version, check_value) VALUES (?, ?, ?)",
+                               (owner_tag, version, value))
+
+    def set_all_commitments(self, value: object) -> None:
+        """Overwrite every recorded owner key commitment with ``value``."""
+        with self._connection() as connection:
+            assert connection.execute("UPDATE owner_keys SET check_value = ?", (value,)).rowcount >= 1
+
+    # -- the tamper matrix -------------------------------------------------------------------------------------
+    def cells(self, seq: int) -> list[Cell]:
+        """Every stored value the tamper matrix targets: each column of row ``seq``, its summary and each of its
+        chunks, each ``meta`` entry, and the row owner's ``owner_keys`` and ``owners`` entries. A table this
+        helper does not know fails: a new table cannot go untested."""
+        with self._connection() as connection:
+            tables = tuple(sorted(name for (name,) in connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")))
+            assert tables == TABLES, f"the schema's tables changed: extend the tamper matrix to {tables}"
+            owner_tag = connection.execute("SELECT owner_tag FROM rows WHERE seq = ?", (seq,)).fetchone()[0]
+            names = [name for (name,) in connection.execute("SELECT name FROM meta ORDER BY name")]
+            versions = [v for (v,) in connection.execute("SELECT version FROM owner_keys WHERE owner_tag = ?",
+                                                         (owner_tag,))]
+            positions = [pos for (pos,) in connection.execute(
+                f"SELECT pos FROM chunks WHERE pos >> {SHIFT} = ? ORDER BY pos", (seq,))]
+            targets = ([("rows", "row", "seq = ?", (seq,)), ("summaries", "row", "seq = ?", (seq,))]
+                       + [("chunks", f"chunk {pos & INDEX_MASK}", "pos = ?", (pos,)) for pos in positions]
+                       + [("meta", name, "name = ?", (name,)) for name in names]
+                       + [("owner_keys", f"v{v}", "owner_tag = ? AND version = ?", (owner_tag, v)) for v in versions]
+                       + [("owners", "owner", "owner_tag = ?", (owner_tag,))])
+            return [Cell(table, label, column, where, params) for table, label, where, params in targets
+                    for _, column, *_ in connection.execute(f"PRAGMA table_info({table})")]
+
+    def read_cell(self, cell: Cell) -> object:
+        return self._all(f"SELECT {cell.column} FROM {cell.table} WHERE {cell.where}", *cell.params)[0][0]
+
+    def write_cell(self, cell: Cell, value: object) -> int:
+        """Overwrite one cell; returns how many rows changed, 0 when the file's constraints refuse it (e.g. a
+        primary key onto an existing one: not a state an attacker can make)."""
+        try:
+            with self._connection() as connection:
+                return connection.execute(f"UPDATE {cell.table} SET {cell.column} = ? WHERE {cell.where}",
+                                          (value, *cell.params)).rowcount
+        except sqlite3.IntegrityError:
+            return 0
+
+    # -- this file's own: SQL, pages, the WAL, the file itself ---------------------------------------------------
+    def run(self, *statements: str | tuple) -> None:
+        """Run raw statements, each ``sql`` or ``(sql, *params)``, in one committed transaction (the cases only
+        SQL can express: indexes on ids, a rebuilt table, a schema edited in place)."""
+        with self._connection() as connection:
+            for statement in statements:
+                sql, *params = (statement,) if isinstance(statement, str) else statement
+                connection.execute(sql, params)
+
+    def pages(self) -> int:
+        """How many whole pages the file has."""
+        return self.path.stat().st_size // self.PAGE
+
+    def garble_page(self, page: int, rng: random.Random) -> None:
+        """Overwrite one page of the file with random bytes."""
+        with open(self.path, "r+b") as file:
+            file.seek(page * self.PAGE)
+            file.write(rng.randbytes(self.PAGE))
+
+    def truncate(self, size: int) -> None:
+        """Cut the file to ``size`` bytes."""
+        with open(self.path, "r+b") as file:
+            file.truncate(size)
+
+    def copy_file(self, target: Path) -> None:
+        """A copy of the whole database file (the vault closed, so nothing is left in the WAL)."""
+        shutil.copy(self.path, target)
+
+    def put_back_file(self, source: Path) -> None:
+        """Replace the whole database file with an older copy."""
+        shutil.copy(source, self.path)
+
+    def checkpoint(self) -> bool:
+        """Try to checkpoint the WAL into the file and truncate it; whether that completed."""
+        with self._connection() as connection:
+            return connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Hold a read snapshot of the file (another process's reader) for the block."""
+        with closing(sqlite3.connect(self.path)) as reader:
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM rows").fetchone()  # the snapshot starts with a read
+            try:
+                yield
+            finally:
+                reader.rollback()
+
+    @contextmanager
+    def holding_the_write_lock(self) -> Iterator[None]:
+        """Hold the file's write lock (another process's write transaction) until the block ends."""
+        with closing(sqlite3.connect(self.path, isolation_level=None)) as writer:
+            writer.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            finally:
+                writer.execute("COMMIT")

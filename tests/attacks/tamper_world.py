@@ -1,0 +1,140 @@
+"""The world the tampering suite attacks, and how it judges an attack.
+
+Vault A holds alice's 3-chunk text, json and binary rows and bob's text row; vault B, on the same in-memory
+keyring, one row of each. Every attack runs on a fresh copy of both files, twice: tampered while vault A is closed
+(then reopened), and while it is open with keys and pages cached. The audit then tries every principal x every id
+(pristine or now in the file) x every read path, then every listing and every foreign delete: each must raise
+NotFound or IntegrityError (counted), or return exactly what the untouched vault returned, and nothing stored may
+disappear.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from keys.testing import MemoryKeyring
+from tests.support.clock import T0, FakeClock
+from vault import IntegrityError, NotFound, Principal, Vault
+
+PRINCIPALS = {"alice": Principal("alice", actor="planner"), "bob": Principal("bob")}
+TURNS = ("t", "u")
+BIG = "".join(f"line {i:06d} of the page\n" for i in range(6250))  # 150,000 chars: 3 chunks
+PATHS: dict[str, Callable] = {
+    "get": lambda v, p, i: v.get(p, i),
+    "head": lambda v, p, i: v.read(p, i, mode="head", n=100),
+    "tail": lambda v, p, i: v.read(p, i, mode="tail", n=100),
+    "range": lambda v, p, i: v.read(p, i, mode="range", start=70_000, end=70_100),
+    "full": lambda v, p, i: v.read(p, i, mode="full"),
+}
+ANY_DENIAL, INTEGRITY = {"notfound", "integrity"}, {"integrity"}
+
+
+def open_vault(path: Path, ring: MemoryKeyring) -> Vault:
+    return Vault.open(path, keyring_backend=ring, clock=FakeClock(T0), max_read=200_000)
+
+
+def build_world(root: Path, layout: str, attacker_for: Callable) -> dict:
+    """Vaults A and B under ``root`` in files of ``layout``: made by this scratchvault (rows found by the seq their
+    id names) or before schema 3 (found by an index on ids); with what every read path returned."""
+    ring = MemoryKeyring()
+    alice, bob = PRINCIPALS["alice"], PRINCIPALS["bob"]
+    for name in ("a", "b"):
+        os.mkdir(root / name, 0o700)
+        attacker_for(root / name / "v.db").prepare(layout)
+    with open_vault(root / "a" / "v.db", ring) as a:
+        ids = {"big": a.put(alice, "t", 1, "web.fetch", BIG).id,
+               "json": a.put(alice, "t", 2, "ls", {"entries": list(range(50)), "count": 50}).id,
+               "blob": a.put(alice, "u", 1, "download", bytes(range(256)) * 300).id,
+               "bob": a.put(bob, "t", 1, "web.fetch", "bob's page " * 100).id}
+        pristine = {(who, i, name): call(a, p, i) for who, p in PRINCIPALS.items() for i in ids.values()
+                    for name, call in PATHS.items() if (who == "bob") == (i == ids["bob"])}
+        lists = {(who, turn): a.list_for_turn(p, turn) for who, p in PRINCIPALS.items() for turn in TURNS}
+    with open_vault(root / "b" / "v.db", ring) as b:
+        b.put(alice, "t", 1, "web.fetch", "vault b, alice " * 100)
+        b.put(bob, "t", 1, "web.fetch", "vault b, bob " * 100)
+    attacker = attacker_for(root / "a" / "v.db")
+    seqs = {name: attacker.seq_of(i) for name, i in ids.items()}
+    assert attacker.chunk_indexes()[seqs["big"]] == [0, 1, 2]
+    assert len(pristine[("alice", ids["big"], "get")].content) == 150_000
+    return dict(root=root, ring=ring, ids=ids, seqs=seqs, pristine=pristine, lists=lists, layout=layout,
+                attacker_for=attacker_for)
+
+
+class Target:
+    """What a tamper variant gets: the attacker's handles on vault A's file (``a``) and vault B's (``b``), and
+    vault A's rows' seqs by their name in the world (``big``: the three-chunk row)."""
+
+    def __init__(self, a, b, seqs: dict[str, int]) -> None:
+        self.a, self.b, self.seqs, self.big = a, b, seqs, seqs["big"]
+
+
+def attempt(vault: Vault, call: Callable, tolerated: tuple = ()) -> tuple[str, object]:
+    before = vault.stats()["counters"]["integrity_failures"]
+    try:
+        return "ok", call()
+    except NotFound:
+        return "notfound", None
+    except IntegrityError:
+        assert vault.stats()["counters"]["integrity_failures"] > before, "IntegrityError not counted"
+        return "integrity", None
+    except tolerated as error:
+        return type(error).__name__, None
+
+
+def audit(vault: Vault, attacker, world: dict, tolerated: tuple = ()) -> dict:
+    """Every principal x every id (pristine or now in the file) x every path, then every listing."""
+    pristine, counts = world["pristine"], attacker.counts()
+    present = attacker.row_ids()
+    outcomes = {}
+    for who, principal in PRINCIPALS.items():
+        for row_id in sorted(present | set(world["ids"].values())):
+            for name, call in PATHS.items():
+                kind, value = attempt(vault, lambda c=call, i=row_id: c(vault, principal, i), tolerated)
+                if kind == "ok":
+                    assert (who, row_id, name) in pristine, f"{who} read a row it never owned via {name}"
+                    assert value == pristine[(who, row_id, name)], f"{who} got altered content via {name}"
+                outcomes[(who, row_id, name)] = kind
+        for turn in TURNS:
+            kind, listed = attempt(vault, lambda p=principal, t=turn: vault.list_for_turn(p, t), tolerated)
+            for rep in listed or ():
+                assert rep in world["lists"][(who, turn)], f"{who} listed an altered representation"
+            outcomes[(who, turn, "list")] = kind
+    for who, principal in PRINCIPALS.items():  # non-owners can never delete, even a row re-tagged as theirs
+        for row_id in present:
+            if (who, row_id, "get") not in pristine:
+                assert attempt(vault, lambda p=principal, i=row_id: vault.delete(p, i), tolerated)[0] != "ok"
+    assert attacker.counts() == counts, "a failed read or delete removed stored data"
+    return outcomes
+
+
+def fresh_copy(world: dict, directory: Path) -> Path:
+    """Both vaults' files copied to ``directory``; the path of vault A's."""
+    shutil.copytree(world["root"], directory)
+    return directory / "a" / "v.db"
+
+
+def check(world: dict, tmp_path: Path, variants: list, must: list = (), tolerated: tuple = ()) -> None:
+    """Each variant on a fresh copy, closed then open; ``must`` lists (who, row, path, {allowed outcomes})."""
+    ids, attacker_for = world["ids"], world["attacker_for"]
+    for number, tamper in enumerate(variants):
+        for while_open in (False, True):
+            directory = tmp_path / f"{number}-{while_open}"
+            path = fresh_copy(world, directory)
+            vault = open_vault(path, world["ring"]) if while_open else None
+            if vault is not None:
+                vault.get(PRINCIPALS["alice"], ids["big"])  # keys and pages cached before the attack
+            tamper(Target(attacker_for(path), attacker_for(directory / "b" / "v.db"), world["seqs"]))
+            with vault or open_vault(path, world["ring"]) as opened:
+                outcomes = audit(opened, attacker_for(path), world, tolerated)
+            new = [key for key in outcomes if key[1] not in ids.values() and key[1] not in TURNS]
+            for who, row, name, allowed in must:
+                keys = [k for k in new if (k[0], k[2]) == (who, name)] if row == "new" else [
+                    (who, ids.get(row, row), name)]
+                assert keys and all(outcomes[k] in allowed for k in keys), (who, row, name, while_open, number)
+
+
+def must(*paths: str, allowed: set = INTEGRITY, who: str = "alice", row: str = "big") -> list[tuple]:
+    return [(who, row, path, allowed) for path in paths]

@@ -1,0 +1,1 @@
+"""The engine integration: the scratchpad's offload decisions and the model's read tool."""

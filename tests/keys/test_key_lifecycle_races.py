@@ -1,0 +1,126 @@
+"""Key-lifecycle races and interruptions: a shred landing inside a rotation, a stale
+cache after a shred and re-creation, a keyring write that times out and lands late, a retirement whose
+keyring write landed but whose commit did not, and bad progress callbacks."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from keyring.backend import KeyringBackend
+
+from keys.keyring_edge import KeyringEdge
+from keys.testing import MemoryKeyring
+from vault import InvalidArgument, KeyUnavailable, NotFound, Principal, Vault
+
+ALICE = Principal("alice")
+
+
+class GatedKeyring(MemoryKeyring):
+    """A keyring whose writes wait at a gate once it is armed (a slow D-Bus call)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+        self.waiting, self.gate = threading.Event(), threading.Event()
+
+    def set_password(self, service, username, password):
+        if self.armed:
+            self.waiting.set()
+            self.gate.wait(10)
+        super().set_password(service, username, password)
+
+
+KeyringBackend._classes.discard(GatedKeyring)
+
+
+def owner_entries(ring: MemoryKeyring) -> list[tuple[str, str]]:
+    return [name for name in ring.secrets if name[0].endswith("/owner")]
+
+
+def test_a_shred_during_a_rotation_is_not_undone_by_it(db_path):
+    ring = GatedKeyring()
+    with Vault.open(db_path, keyring_backend=ring) as first, Vault.open(db_path, keyring_backend=ring) as second:
+        row = first.put(ALICE, "t", 1, "x", "secret before the shred").id
+        ring.armed = True
+        rotation = threading.Thread(target=lambda: first.rotate_owner_key("alice"))
+        rotation.start()
+        assert ring.waiting.wait(10)  # the rotation has read the keyset and is writing it back
+        shred = threading.Thread(target=lambda: second.shred_owner("alice"))
+        shred.start()
+        time.sleep(0.3)  # the shred now waits for the rotation's write lock
+        ring.armed = False
+        ring.gate.set()
+        rotation.join(10)
+        shred.join(10)
+        assert owner_entries(ring) == []  # the rotation's write did not bring the keys back
+        with pytest.raises(NotFound):
+            second.get(ALICE, row)
+
+
+def test_a_stale_cache_after_shred_and_re_creation_neither_wraps_nor_reads_with_the_old_key(db_path):
+    ring = MemoryKeyring()
+    with Vault.open(db_path, keyring_backend=ring) as stale, Vault.open(db_path, keyring_backend=ring) as other:
+        stale.put(ALICE, "t", 1, "x", "cached the keyset")
+        other.shred_owner("alice")
+        fresh_row = other.put(ALICE, "t", 2, "x", "under alice's new key 1").id  # version numbers restart
+        late_row = stale.put(ALICE, "t", 3, "x", "from the stale process").id
+        assert other.get(ALICE, late_row).content == "from the stale process"
+        assert stale.get(ALICE, fresh_row).content == "under alice's new key 1"
+        assert stale.stats()["counters"]["integrity_failures"] == 0
+
+
+def test_a_timed_out_keyring_write_blocks_further_writes_to_that_entry_until_it_lands():
+    ring = GatedKeyring()
+    store = KeyringEdge(ring, timeout=0.2)
+    ring.armed = True
+    with pytest.raises(KeyUnavailable, match="did not answer"):
+        store.set("svc", "entry", "first")
+    ring.armed = False
+    with pytest.raises(KeyUnavailable, match="has not finished"):
+        store.set("svc", "entry", "second")  # would be overwritten by the late first write
+    with pytest.raises(KeyUnavailable, match="has not finished"):
+        store.delete("svc", "entry")
+    store.set("svc", "other entry", "unaffected")
+    ring.gate.set()
+    deadline = time.monotonic() + 5
+    while ring.get_password("svc", "entry") != "first" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)
+    store.set("svc", "entry", "second")
+    assert ring.get_password("svc", "entry") == "second"
+
+
+def test_a_retirement_whose_commit_was_lost_heals_when_no_row_needs_the_version(db_path, attacker, keyring_backend):
+    with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
+        row = vault.put(ALICE, "t", 1, "x", "kept").id
+        vault.rotate_owner_key("alice")
+        vault.rewrap("alice")
+        (old_check,) = [value for _, version, value in attacker.commitments() if version == 1]
+        vault.retire_old_key_versions("alice")
+    ((owner_tag, _, _),) = attacker.commitments()  # as if the keyring write landed but the forget never committed
+    attacker.record_commitment(owner_tag, 1, old_check)
+    with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
+        assert vault.get(ALICE, row).content == "kept"
+        assert vault.rotate_owner_key("alice") == 3
+    assert [version for _, version, _ in attacker.commitments()] == [2, 3]
+
+
+def test_a_missing_version_that_rows_still_need_is_key_unavailable(db_path, keyring_backend):
+    with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
+        row = vault.put(ALICE, "t", 1, "x", "needs v1").id
+        vault.rotate_owner_key("alice")
+    entry = owner_entries(keyring_backend)[0]
+    keyring_backend.secrets[entry] = keyring_backend.secrets[entry].replace('"1": ', '"9": ', 1)
+    with Vault.open(db_path, keyring_backend=keyring_backend) as vault, pytest.raises(KeyUnavailable):
+        vault.get(ALICE, row)
+
+
+def test_a_progress_that_is_not_callable_is_refused_before_anything_is_destroyed(vault, alice):
+    row = vault.put(alice, "t", 1, "x", "kept").id
+    for call in (lambda: vault.shred_owner(alice.user_id, progress=42), lambda: vault.gc(progress="x"),
+                 lambda: vault.rewrap(progress=object())):
+        with pytest.raises(InvalidArgument):
+            call()
+    assert vault.get(alice, row).content == "kept"

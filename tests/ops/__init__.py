@@ -1,0 +1,1 @@
+"""Operations: the scratchvault command and doctor."""

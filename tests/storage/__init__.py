@@ -1,0 +1,1 @@
+"""The store contract any backend runs (contract.py), and each backend's own tests."""

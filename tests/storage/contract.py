@@ -1,0 +1,340 @@
+"""The store contract (vault/storage/base.py) as tests: any store runs them by subclassing StoreContract and
+supplying two fixtures: ``make_store``, a factory ``make_store(name="store")`` that opens the store called ``name``
+in a private place of the test's own (a new name is a new, empty store; the same name opens it again), and
+``small_batches``, which makes the batched deletes work in batches of a few rows and returns that size.
+
+Everything goes through the protocols: no driver, no SQL, no table names. Row ids are any 16 bytes the test makes
+up; ``Ids.row_seqs`` says which seq each names, as the index key does for the vault.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from vault import IntegrityError, StorageError, VaultError
+from vault.storage import StoredRow
+
+NOW = 1_800_000_000.0
+OWNER, OTHER_OWNER = b"o" * 32, b"p" * 32
+TURN, OTHER_TURN = b"t" * 32, b"u" * 32
+
+
+class Ids:
+    """Made-up row ids and the seq each names (what ``IndexKey.row_seqs`` tells a listing)."""
+
+    def __init__(self) -> None:
+        self.seqs: dict[bytes, int] = {}
+
+    def new(self, seq: int) -> bytes:
+        row_id = os.urandom(16)
+        self.seqs[row_id] = seq
+        return row_id
+
+    def row_seqs(self, row_ids: list[bytes]) -> list[int]:
+        return [self.seqs.get(row_id, 0) for row_id in row_ids]
+
+
+def put(store, ids: Ids, owner: bytes = OWNER, turn: bytes = TURN, expires: float = NOW + 60, version: int = 1,
+        chunks: tuple[bytes, ...] = (b"chunk 0",), summary: bytes = b"summary") -> StoredRow:
+    """One row as a put writes it: a seq from next_row, its chunks, then its row and summary, in one transaction."""
+    with store.transaction() as tx:
+        seq, _ = tx.next_row(owner, version)
+        row = StoredRow(seq, ids.new(seq), owner, turn, version, expires, 7, b"wrapped key", b"metadata")
+        for index, sealed in enumerate(chunks):
+            tx.insert_chunk(seq, index, sealed)
+        tx.insert_row(row, summary)
+    return row
+
+
+class StoreContract:
+    """What the vault asks of a store. Subclasses supply ``make_store`` and ``small_batches``."""
+
+    @pytest.fixture
+    def make_store(self):
+        raise NotImplementedError("a store's suite supplies make_store(name='store')")
+
+    @pytest.fixture
+    def small_batches(self) -> int:
+        raise NotImplementedError("a store's suite supplies small_batches")
+
+    @pytest.fixture
+    def store(self, make_store):
+        store = make_store()
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def ids(self) -> Ids:
+        return Ids()
+
+    # -- transactions and snapshots ---------------------------------------------------------------------------------
+    def test_a_transaction_that_raises_rolls_back_everything_it_wrote(self, store, ids):
+        kept = put(store, ids)
+        with pytest.raises(RuntimeError), store.transaction() as tx:
+            seq, _ = tx.next_row(OWNER, 1)
+            lost = ids.new(seq)
+            tx.insert_chunk(seq, 0, b"lost")
+            tx.insert_row(StoredRow(seq, lost, OWNER, TURN, 1, NOW + 60, 1, b"w", b"m"), b"lost")
+            tx.update_expiry(kept.seq, NOW + 999, b"new metadata", b"new summary")
+            tx.put_meta("vault_id", b"lost")
+            raise RuntimeError("the put failed half-way")
+        with store.snapshot() as snap:
+            assert snap.find_row(lost, seq) is None and list(snap.read_chunks(seq, 0, 0)) == []
+            assert snap.read_summary(seq) is None
+            assert snap.find_row(kept.row_id, kept.seq) == kept and snap.read_summary(kept.seq) == b"summary"
+        assert store.get_meta("vault_id") is None
+
+    def test_a_commit_is_seen_by_the_next_snapshot_and_by_a_reopened_store(self, store, ids, make_store):
+        row = put(store, ids)
+        with store.snapshot() as snap:
+            assert snap.find_row(row.row_id, row.seq) == row
+        again = make_store()
+        try:
+            with again.snapshot() as snap:
+                assert snap.find_row(row.row_id, row.seq) == row
+        finally:
+            again.close()
+
+    def test_a_snapshot_sees_one_state_while_another_thread_commits(self, store, ids):
+        first = put(store, ids)
+        done: list[StoredRow] = []
+        with store.snapshot() as snap:
+            assert snap.find_row(first.row_id, first.seq) == first
+            writer = threading.Thread(target=lambda: done.append(put(store, ids, summary=b"second")))
+            writer.start()
+            writer.join(30)
+            (second,) = done
+            assert snap.find_row(second.row_id, second.seq) is None and snap.read_summary(second.seq) is None
+        with store.snapshot() as snap:
+            assert snap.find_row(second.row_id, second.seq) == second
+
+    def test_a_transaction_reads_its_own_writes_and_a_snapshot_inside_it_is_that_transaction(self, store, ids):
+        with store.transaction() as tx:
+            seq, _ = tx.next_row(OWNER, 1)
+            row = StoredRow(seq, ids.new(seq), OWNER, TURN, 1, NOW + 60, 1, b"w", b"m")
+            tx.insert_row(row, b"s")
+            assert tx.find_row(row.row_id, seq) == row
+            with store.snapshot() as snap:
+                assert snap.find_row(row.row_id, seq) == row
+
+    def test_next_row_hands_out_increasing_seqs_each_once_even_to_racing_threads(self, store, ids):
+        first, second = put(store, ids), put(store, ids)
+        assert 0 < first.seq < second.seq
+        handed: list[list[int]] = [[] for _ in range(4)]
+        threads = [threading.Thread(target=lambda mine=mine: mine.extend(put(store, ids).seq for _ in range(10)))
+                   for mine in handed]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        seqs = [seq for mine in handed for seq in mine]
+        assert len(seqs) == len(set(seqs)) == 40 and min(seqs) > second.seq
+        assert all(mine == sorted(mine) for mine in handed)
+
+    def test_next_row_reads_the_commitment_of_the_version_that_will_wrap(self, store):
+        store.commitments.record_owner_commitment(OWNER, 2, b"commitment v2", b"name")
+        with store.transaction() as tx:
+            assert tx.next_row(OWNER, 2)[1] == b"commitment v2"
+            assert tx.next_row(OWNER, 1)[1] is None and tx.next_row(OTHER_OWNER, 2)[1] is None
+
+    # -- rows -----------------------------------------------------------------------------------------------------
+    def test_find_row_needs_the_very_id_stored_at_a_valid_seq(self, store, ids):
+        row = put(store, ids)
+        with store.snapshot() as snap:
+            assert snap.find_row(row.row_id, row.seq) == row
+            assert snap.find_row(os.urandom(16), row.seq) is None  # another id naming this seq
+            for seq in (0, -1, row.seq + 1, 2**64, str(row.seq)):  # no row there, or no seq a row can have
+                assert snap.find_row(row.row_id, seq) is None
+
+    def test_read_chunks_gives_a_range_in_order_and_can_be_closed_midway(self, store, ids):
+        row = put(store, ids, chunks=tuple(b"chunk %d" % i for i in range(5)))
+        neighbour = put(store, ids, chunks=(b"neighbour",))
+        with store.snapshot() as snap:
+            assert list(snap.read_chunks(row.seq, 1, 3)) == [(i, b"chunk %d" % i) for i in (1, 2, 3)]
+            assert list(snap.read_chunks(row.seq, 3, 9)) == [(3, b"chunk 3"), (4, b"chunk 4")]
+            assert list(snap.read_chunks(neighbour.seq, 0, 9)) == [(0, b"neighbour")]
+            reading = snap.read_chunks(row.seq, 0, 4)
+            assert next(reading) == (0, b"chunk 0")
+            reading.close()
+        put(store, ids)  # nothing of the closed read holds the store
+
+    def test_read_summary_and_wrapped_key_of_a_row(self, store, ids):
+        row = put(store, ids, summary=b"the summary")
+        with store.snapshot() as snap:
+            assert snap.read_summary(row.seq) == b"the summary" and snap.read_summary(row.seq + 1) is None
+            assert snap.wrapped_key(row.seq) == b"wrapped key"
+
+    def test_list_turn_gives_one_owners_unexpired_rows_of_one_turn_with_summaries(self, store, ids):
+        live = put(store, ids, summary=b"live")
+        put(store, ids, expires=NOW)  # expired at NOW
+        put(store, ids, turn=OTHER_TURN)
+        put(store, ids, owner=OTHER_OWNER)
+        with store.snapshot() as snap:
+            assert snap.list_turn(OWNER, TURN, NOW) == [(live, b"live")]
+
+    def test_list_turn_summaries_lists_a_turn_oldest_first_without_expired_rows(self, store, ids):
+        rows = [put(store, ids, expires=NOW + 60 + n, summary=b"summary %d" % n) for n in range(3)]
+        put(store, ids, expires=NOW)  # expired at NOW
+        put(store, ids, owner=OTHER_OWNER)
+        with store.snapshot() as snap:
+            assert snap.list_turn_summaries(OWNER, TURN, NOW, ids.row_seqs) == [
+                (row.seq, row.row_id, 1, row.expires_at, 7, b"summary %d" % n) for n, row in enumerate(rows)]
+
+    def test_list_turn_summaries_refuses_a_row_whose_id_names_another_seq(self, store, ids):
+        row = put(store, ids)
+        ids.seqs[row.row_id] = row.seq + 5  # moved or copied: its id reaches no row here
+        with store.snapshot() as snap, pytest.raises(IntegrityError):
+            snap.list_turn_summaries(OWNER, TURN, NOW, ids.row_seqs)
+
+    def test_turn_has_rows_counts_unexpired_rows_and_owner_has_rows_any(self, store, ids):
+        put(store, ids, expires=NOW)
+        with store.snapshot() as snap:
+            assert not snap.turn_has_rows(OWNER, TURN, NOW) and snap.turn_has_rows(OWNER, TURN, NOW - 1)
+            assert snap.owner_has_rows(OWNER) and not snap.owner_has_rows(OTHER_OWNER)
+
+    def test_update_expiry_stores_the_new_expiry_metadata_and_summary(self, store, ids):
+        row = put(store, ids)
+        with store.transaction() as tx:
+            tx.update_expiry(row.seq, NOW + 3600, b"new metadata", b"new summary")
+        with store.snapshot() as snap:
+            found = snap.find_row(row.row_id, row.seq)
+            assert (found.expires_at, found.metadata, snap.read_summary(row.seq)) == (
+                NOW + 3600, b"new metadata", b"new summary")
+
+    def test_update_wrapped_key_leaves_the_summary_when_given_none(self, store, ids):
+        row = put(store, ids)
+        with store.transaction() as tx:
+            tx.update_wrapped_key(row.seq, 2, b"rewrapped", None)
+        with store.snapshot() as snap:
+            found = snap.find_row(row.row_id, row.seq)
+            assert (found.key_version, found.wrapped_key, snap.read_summary(row.seq)) == (2, b"rewrapped", b"summary")
+        with store.transaction() as tx:
+            tx.update_wrapped_key(row.seq, 3, b"again", b"resealed")
+        with store.snapshot() as snap:
+            assert snap.read_summary(row.seq) == b"resealed" and snap.wrapped_key(row.seq) == b"again"
+
+    def test_rows_to_rewrap_gives_an_owners_rows_under_other_versions_up_to_a_limit(self, store, ids):
+        old = [put(store, ids, summary=b"old %d" % n) for n in range(3)]
+        put(store, ids, version=2)
+        put(store, ids, owner=OTHER_OWNER)
+        with store.transaction() as tx:
+            assert len(tx.rows_to_rewrap(OWNER, 2, 2)) == 2
+            assert sorted(tx.rows_to_rewrap(OWNER, 2, 10), key=lambda found: found[0].seq) == [
+                (row, b"old %d" % n) for n, row in enumerate(old)]
+
+    def test_meta_is_put_once_and_read_back(self, store):
+        assert store.get_meta("vault_id") is None
+        with store.transaction() as tx:
+            tx.put_meta("vault_id", b"the vault")
+        assert store.get_meta("vault_id") == b"the vault"
+        with pytest.raises(VaultError), store.transaction() as tx:
+            tx.put_meta("vault_id", b"another")
+        assert store.get_meta("vault_id") == b"the vault"
+
+    def test_is_empty_until_a_row_or_a_key_commitment_exists(self, make_store, ids):
+        uses = {"a_row": lambda s: put(s, ids),
+                "an_owner_commitment": lambda s: s.commitments.record_owner_commitment(OWNER, 1, b"c", b"name"),
+                "the_index_commitment": lambda s: s.commitments.record_index_commitment(b"index")}
+        for name, use in uses.items():
+            store = make_store(name)
+            try:
+                with store.transaction() as tx:
+                    tx.put_meta("vault_id", b"the vault")  # a vault id alone orphans nothing
+                assert store.is_empty(), name
+                use(store)
+                assert not store.is_empty(), name
+            finally:
+                store.close()
+
+    # -- deletes ----------------------------------------------------------------------------------------------------
+    def test_delete_row_removes_row_summary_and_chunks_and_refuses_a_stale_id(self, store, ids):
+        row, other = put(store, ids, chunks=(b"a", b"b")), put(store, ids)
+        assert not store.delete_row(other.seq, row.row_id)  # the seq's row does not store this id
+        assert store.delete_row(row.seq, row.row_id)
+        assert not store.delete_row(row.seq, row.row_id)
+        with store.snapshot() as snap:
+            assert snap.find_row(row.row_id, row.seq) is None and snap.read_summary(row.seq) is None
+            assert list(snap.read_chunks(row.seq, 0, 9)) == [] and snap.find_row(other.row_id, other.seq) == other
+
+    def test_delete_expired_works_in_batches_and_reports_running_totals(self, store, ids, small_batches):
+        expired = [put(store, ids, owner=(OWNER, OTHER_OWNER)[n % 2], expires=NOW) for n in range(5)]
+        live = put(store, ids)
+        totals: list[int] = []
+        assert store.delete_expired(NOW, totals.append) == 5
+        assert totals == [*range(small_batches, 5, small_batches), 5]
+        with store.snapshot() as snap:
+            assert [snap.find_row(row.row_id, row.seq) for row in expired] == [None] * 5
+            assert snap.find_row(live.row_id, live.seq) == live
+
+    def test_delete_owner_rows_works_in_batches_and_reports_running_totals(self, store, ids, small_batches):
+        for expires in (NOW - 1, NOW + 60, NOW + 60, NOW + 60, NOW + 60):  # expired or not, all of them
+            put(store, ids, expires=expires)
+        other = put(store, ids, owner=OTHER_OWNER)
+        totals: list[int] = []
+        assert store.delete_owner_rows(OWNER, totals.append) == 5
+        assert totals == [*range(small_batches, 5, small_batches), 5]
+        with store.snapshot() as snap:
+            assert not snap.owner_has_rows(OWNER) and snap.find_row(other.row_id, other.seq) == other
+
+    # -- the store as a whole ---------------------------------------------------------------------------------------
+    def test_stats_counts_rows_bytes_expired_rows_and_rows_by_version(self, store, ids):
+        put(store, ids, expires=NOW)
+        put(store, ids, version=2)
+        assert store.stats(NOW) == {"rows": 2, "bytes": 14, "expired_rows": 1,
+                                    "by_key_version": {1: {"rows": 1, "bytes": 7}, 2: {"rows": 1, "bytes": 7}}}
+
+    def test_max_chunks_is_a_positive_int(self, store):
+        assert type(store.max_chunks) is int and store.max_chunks > 0
+
+    def test_after_scrub_and_close_every_call_is_a_storage_error(self, store, ids):
+        put(store, ids)
+        store.scrub()
+        store.close()
+        for call in (store.snapshot().__enter__, store.transaction().__enter__, lambda: store.get_meta("vault_id"),
+                     store.is_empty, lambda: store.stats(NOW), lambda: store.delete_row(1, b"x" * 16),
+                     lambda: store.delete_expired(NOW), lambda: store.commitments.owner_commitments(OWNER)):
+            with pytest.raises(StorageError):
+                call()
+
+    # -- key commitments --------------------------------------------------------------------------------------------
+    def test_owner_commitments_are_recorded_once_registered_and_forgotten(self, store):
+        commitments = store.commitments
+        commitments.record_owner_commitment(OWNER, 1, b"v1", b"sealed name")
+        commitments.record_owner_commitment(OWNER, 1, b"another v1", b"another name")  # the first one stays
+        commitments.record_owner_commitment(OWNER, 2, b"v2", b"sealed name")
+        assert commitments.owner_commitments(OWNER) == {1: b"v1", 2: b"v2"}
+        assert commitments.registered_owners() == [(OWNER, b"sealed name")]
+        commitments.forget_owner_commitments(OWNER, {1})
+        assert commitments.owner_commitments(OWNER) == {2: b"v2"} and commitments.registered_owners()
+        commitments.forget_owner_commitments(OWNER, None)
+        assert commitments.owner_commitments(OWNER) == {} and commitments.registered_owners() == []
+
+    def test_key_versions_in_use_count_an_owners_rows_expired_included(self, store, ids):
+        for version, expires in ((1, NOW - 1), (1, NOW + 60), (3, NOW + 60)):
+            put(store, ids, version=version, expires=expires)
+        put(store, ids, owner=OTHER_OWNER, version=2)
+        assert store.commitments.key_versions_in_use(OWNER) == {1: 2, 3: 1}
+
+    def test_the_index_commitment_is_recorded_once(self, store):
+        assert store.commitments.index_commitment() is None
+        store.commitments.record_index_commitment(b"index")
+        store.commitments.record_index_commitment(b"another index")
+        assert store.commitments.index_commitment() == b"index"
+
+    def test_commitments_written_in_a_transaction_roll_back_and_commit_with_it(self, store):
+        commitments = store.commitments
+        commitments.record_owner_commitment(OTHER_OWNER, 1, b"kept", b"name")
+        with pytest.raises(RuntimeError), store.transaction() as tx:
+            commitments.record_owner_commitment(OWNER, 1, b"v1", b"name")
+            commitments.record_index_commitment(b"index")
+            commitments.forget_owner_commitments(OTHER_OWNER, None)
+            assert tx.next_row(OWNER, 1)[1] == b"v1"  # joined this transaction
+            raise RuntimeError("the keyring write failed")
+        assert commitments.owner_commitments(OWNER) == {} and commitments.index_commitment() is None
+        assert commitments.owner_commitments(OTHER_OWNER) == {1: b"kept"}
+        with store.transaction():
+            commitments.record_owner_commitment(OWNER, 1, b"v1", b"name")
+        assert commitments.owner_commitments(OWNER) == {1: b"v1"}

@@ -1,0 +1,20 @@
+"""The SQLite store runs the store contract: a file per store in the test's private (0700) directory."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.storage.contract import StoreContract
+from vault.storage import open_store
+from vault.storage.sqlite import store as sqlite_store
+
+
+class TestSqliteStore(StoreContract):
+    @pytest.fixture
+    def make_store(self, vault_dir):
+        return lambda name="store": open_store(vault_dir / f"{name}.db")
+
+    @pytest.fixture
+    def small_batches(self, monkeypatch) -> int:
+        monkeypatch.setattr(sqlite_store, "GC_BATCH", 2)
+        return 2
