@@ -1,7 +1,8 @@
-"""Damage an operator has to act on: a row whose summary was altered stops rewrap with its id and a remedy, and
-the batch it stopped rolls back; one whose wrapped key was altered goes only with its expiry; text stored where
-the vault keeps bytes is an IntegrityError that quotes nothing; a format 1 record with fields of the wrong type
-(sealed by an older writer) is an IntegrityError, never another exception."""
+"""Damage an operator has to act on: a row naming a key version its owner lacks costs at most two keyring
+reads; a row whose summary was altered stops rewrap with its id and a remedy, and the batch it stopped rolls
+back; one whose wrapped key was altered goes only with its expiry; text stored where the vault keeps bytes is an
+IntegrityError that quotes nothing; a format 1 record with fields of the wrong type (sealed by an older writer)
+is an IntegrityError, never another exception."""
 
 from __future__ import annotations
 
@@ -11,9 +12,25 @@ import logging
 import pytest
 
 from keys.envelope import RowContext, summary_aad, wrap_aad
-from vault import IntegrityError, Principal
+from keys.testing import MemoryKeyring
+from vault import IntegrityError, Principal, Vault
 
 ALICE = Principal("alice")
+
+
+def test_a_row_naming_a_key_version_the_owner_lacks_costs_at_most_two_keyring_reads(db_path, clock, attacker):
+    """The keyset is reloaded once when a row names an unknown version (rotated elsewhere?); a version still
+    unknown after that is tampering at once, not a second reload."""
+    ring = MemoryKeyring()
+    with Vault.open(db_path, keyring_backend=ring, clock=clock) as vault:
+        row = vault.put(ALICE, "t", 1, "x", "hello").id
+    attacker.write(attacker.seq_of(row), "key_version", 7)
+    for call in (lambda v: v.list_for_turn(ALICE, "t"), lambda v: v.read(ALICE, row)):
+        with Vault.open(db_path, keyring_backend=ring, clock=clock) as vault:
+            before = ring.reads
+            with pytest.raises(IntegrityError):
+                call(vault)
+            assert ring.reads - before <= 2
 
 
 # -- rewrap stopped by a damaged row -------------------------------------------------------------------------------

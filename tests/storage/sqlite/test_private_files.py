@@ -1,6 +1,6 @@
 """The SQLite file's place on disk: db, -wal and -shm are 0600 and the directories the vault creates 0700 under
 any umask; a path another account could write, swap or link is refused before anything is created, and a file
-swapped after the vault opened it is not followed by new connections.
+swapped after the vault opened it is not followed by new connections. A backup copy is private from its first byte.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pytest
 
 from keys.testing import MemoryKeyring
 from vault import Principal, UnsafeStorage, Vault
+from vault.storage import backup
 
 ALICE = Principal("alice")
 
@@ -143,3 +144,17 @@ def test_an_ancestor_others_may_write_without_sticky_bit_is_refused(tmp_path, ke
         Vault.open(private / "v.db", keyring_backend=keyring_backend)
     shared.chmod(0o1777)  # sticky, like /tmp: others cannot rename our directory
     Vault.open(private / "v.db", keyring_backend=keyring_backend).close()
+
+
+def test_a_backup_file_is_private_from_its_first_byte_and_never_overwrites_or_follows_a_link(tmp_path, vault, db_path,
+                                                                                            permissive_umask):
+    vault.put(ALICE, "t", 1, "x", "hello")
+    target = tmp_path / "copy.db"
+    backup(db_path, target)
+    assert mode(target) == 0o600
+    with pytest.raises(UnsafeStorage):
+        backup(db_path, target)
+    (tmp_path / "link.db").symlink_to(tmp_path / "elsewhere.db")
+    with pytest.raises(UnsafeStorage):
+        backup(db_path, tmp_path / "link.db")
+    assert not (tmp_path / "elsewhere.db").exists()
