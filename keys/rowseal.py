@@ -9,7 +9,6 @@ holds key bytes. Layout and reasons: ``keys/envelope.py`` and threat_model.md, "
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol, TypeVar
 
@@ -237,12 +236,12 @@ class TurnSummaries:
         self._turn_keys: dict[int, TurnKey] = {}
 
     def open(self, row_id: bytes, version: int, expires_at: float, size_bytes: int, sealed: bytes,
-             wrapped_key: Callable[[], bytes]) -> tuple[bytes, bool]:
-        """A listed row's summary record and whether it is of format 1; ``wrapped_key`` fetches the row's
+             wrapped_key: Callable[[int], bytes], seq: int) -> tuple[bytes, bool]:
+        """A listed row's summary record and whether it is of format 1; ``wrapped_key(seq)`` fetches the row's
         wrapped data key, needed only for format 1."""
         if sealed[0] != SUMMARY_V2:
             context = RowContext(self._recipe.vault_id, row_id)
-            aad, wrapped = wrap_aad(context, self._user_id, version), wrapped_key()
+            aad, wrapped = wrap_aad(context, self._user_id, version), wrapped_key(seq)
             data_key = self._recipe.retrying(self._user_id, version, lambda keyset: keyset.unwrap(
                 version, wrapped, aad))
             return data_key.open_summary(sealed, summary_aad(
@@ -250,8 +249,10 @@ class TurnSummaries:
         aad = self._aad_of(row_id, expires_at, size_bytes, version)
         cached = self._turn_keys.get(version)
         if cached is not None:
-            with contextlib.suppress(IntegrityError):  # else opened again below, with a reloaded keyset if stale
+            try:
                 return cached.open_summary(sealed, aad), False
+            except IntegrityError:
+                pass  # opened again below, with a reloaded keyset if this one was stale
 
         def attempt(keyset: OwnerKeyset) -> tuple[bytes, TurnKey]:
             turn_key = keyset.turn_key(version, self._recipe.vault_id, self._turn_tag)

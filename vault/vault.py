@@ -41,7 +41,7 @@ from vault.opening import DEFAULT_KEY_CACHE_SIZE as CACHE_SIZE
 from vault.opening import DEFAULT_KEYRING_TIMEOUT as KEYRING_TIMEOUT
 from vault.opening import DEFAULT_MAX_TTL, check_settings, open_parts
 from vault.row.chunks import classify, content_chunks, encode_json
-from vault.row.format import Metadata, SummaryRecord, record_fields
+from vault.row.format import Metadata, SummaryRecord, record_fields, summary_fields
 from vault.row.slices import chunk_span, cut, joined, plan
 from vault.storage import Snapshot, Store, StoredRow
 from vault.writing import write_row
@@ -186,9 +186,9 @@ class Vault:
         with self._counters.integrity_guard(), self._store.snapshot() as reads:
             for seq, row_id, version, expires_at, size_bytes, sealed in reads.list_turn_summaries(
                     owner_tag, turn_tag, self._now(), index.row_seqs):
-                plain, legacy = summaries.open(row_id, version, expires_at, size_bytes, sealed,
-                                               lambda seq=seq: reads.wrapped_key(seq))
-                found.append(representation(row_id, size_bytes, expires_at, *record_fields(plain, legacy)))
+                plain, legacy = summaries.open(row_id, version, expires_at, size_bytes, sealed, reads.wrapped_key, seq)
+                fields = record_fields(plain, True) if legacy else summary_fields(plain)
+                found.append(representation(row_id, size_bytes, expires_at, *fields))
         found.sort(key=_LISTING_ORDER)
         return found
 
