@@ -238,14 +238,9 @@ class TurnSummaries:
     def open(self, row_id: bytes, version: int, expires_at: float, size_bytes: int, sealed: bytes,
              wrapped_key: Callable[[int], bytes], seq: int) -> tuple[bytes, bool]:
         """A listed row's summary record and whether it is of format 1; ``wrapped_key(seq)`` fetches the row's
-        wrapped data key, needed only for format 1."""
+        wrapped data key, needed only for format 1. (No closure in here: a listing calls it once per row.)"""
         if sealed[0] != SUMMARY_V2:
-            context = RowContext(self._recipe.vault_id, row_id)
-            aad, wrapped = wrap_aad(context, self._user_id, version), wrapped_key(seq)
-            data_key = self._recipe.retrying(self._user_id, version, lambda keyset: keyset.unwrap(
-                version, wrapped, aad))
-            return data_key.open_summary(sealed, summary_aad(
-                context, self._owner_tag, self._turn_tag, expires_at, size_bytes)), True
+            return self._open_v1(row_id, version, expires_at, size_bytes, sealed, wrapped_key(seq)), True
         aad = self._aad_of(row_id, expires_at, size_bytes, version)
         cached = self._turn_keys.get(version)
         if cached is not None:
@@ -253,10 +248,23 @@ class TurnSummaries:
                 return cached.open_summary(sealed, aad), False
             except IntegrityError:
                 pass  # opened again below, with a reloaded keyset if this one was stale
+        return self._open_v2(version, sealed, aad), False
+
+    def _open_v2(self, version: int, sealed: bytes, aad: bytes) -> bytes:
+        """Open under the turn key of a keyset fetched (or reloaded) now, and keep that key for the turn."""
 
         def attempt(keyset: OwnerKeyset) -> tuple[bytes, TurnKey]:
             turn_key = keyset.turn_key(version, self._recipe.vault_id, self._turn_tag)
             return turn_key.open_summary(sealed, aad), turn_key
 
         plain, self._turn_keys[version] = self._recipe.retrying(self._user_id, version, attempt)
-        return plain, False
+        return plain
+
+    def _open_v1(self, row_id: bytes, version: int, expires_at: float, size_bytes: int, sealed: bytes,
+                 wrapped: bytes) -> bytes:
+        """Open a format 1 summary under the row's DEK (unwrapped with the one retry)."""
+        context = RowContext(self._recipe.vault_id, row_id)
+        aad = wrap_aad(context, self._user_id, version)
+        data_key = self._recipe.retrying(self._user_id, version, lambda keyset: keyset.unwrap(version, wrapped, aad))
+        return data_key.open_summary(sealed, summary_aad(
+            context, self._owner_tag, self._turn_tag, expires_at, size_bytes))

@@ -184,9 +184,10 @@ class Vault:
         summaries = self._rows.turn_summaries(principal.user_id, owner_tag, turn_tag)
         found = []
         with self._counters.integrity_guard(), self._store.snapshot() as reads:
+            open_summary, wrapped_key = summaries.open, reads.wrapped_key  # bound once, not once per row
             for seq, row_id, version, expires_at, size_bytes, sealed in reads.list_turn_summaries(
                     owner_tag, turn_tag, self._now(), index.row_seqs):
-                plain, legacy = summaries.open(row_id, version, expires_at, size_bytes, sealed, reads.wrapped_key, seq)
+                plain, legacy = open_summary(row_id, version, expires_at, size_bytes, sealed, wrapped_key, seq)
                 fields = record_fields(plain, True) if legacy else summary_fields(plain)
                 found.append(representation(row_id, size_bytes, expires_at, *fields))
         found.sort(key=_LISTING_ORDER)
