@@ -137,13 +137,13 @@ class KeyManager:
                 "deleted); restore the keyring from backup. A new key is never generated over existing rows")
         return keyset
 
-    def keyset_for_write(self, user_id: str, owner_tag: bytes, has_rows: Callable[[], bool]) -> OwnerKeyset:
+    def keyset_for_write(self, user_id: str, owner_tag: bytes, has_rows: Callable[[bytes], bool]) -> OwnerKeyset:
         """The owner's keyset from the keyring, or a new one for an owner the vault has never seen (no rows, no
         commitments). The caller holds the write lock: two writers never make two first keys."""
         keyset = self.owner_keyset(user_id, refresh=True)
         if keyset is not None:
             return keyset
-        if has_rows() or self._commitments.owner_commitments(owner_tag):
+        if has_rows(owner_tag) or self._commitments.owner_commitments(owner_tag):
             raise KeyUnavailable(f"{NO_OWNER_KEYS} although this vault already knows them; restore the keyring "
                                  "from backup (a new key would orphan that owner's rows)")
         return self.create_owner_keyset(user_id)

@@ -77,8 +77,7 @@ class RowRecipe:
         """Unwrap the data key and open the metadata record of a row whose owner was already checked."""
         context = RowContext(self.vault_id, row.row_id)
         aad = wrap_aad(context, user_id, row.key_version)
-        data_key = self.retrying(user_id, row.key_version, lambda keyset: keyset.unwrap(
-            row.key_version, row.wrapped_key, aad))
+        data_key = self.retrying(user_id, row.key_version, OwnerKeyset.unwrap, row.wrapped_key, aad)
         metadata = data_key.open_metadata(row.metadata, meta_aad(
             context, row.owner_tag, row.turn_tag, row.expires_at, row.size_bytes))
         return OpenedRow(self, user_id, row, data_key, context, metadata)
@@ -107,21 +106,21 @@ class RowRecipe:
         """The summary key of one of the owner's turns under ``version`` (ownership already checked)."""
         return self._keys.keyset_for_read(user_id, version).turn_key(version, self.vault_id, turn_tag)
 
-    def retrying(self, user_id: str, version: int, attempt: Callable[[OwnerKeyset], T]) -> T:
-        """``attempt`` (an open) with the owner's cached keyset, and once more with a fresh one if it fails: a
-        cached keyset may be stale (shredded and re-created in another process, so versions restarted). Only a
-        part that still fails is reported as tampering; a version the keyset lacks even after the reload that
-        ``keyset_for_read`` makes is one at once."""
+    def retrying(self, user_id: str, version: int, attempt: Callable[..., T], *args: bytes) -> T:
+        """``attempt(keyset, version, *args)`` (an open) with the owner's cached keyset, and once more with a fresh
+        one if it fails: a cached keyset may be stale (shredded and re-created in another process, so versions
+        restarted). Only a part that still fails is reported as tampering; a version the keyset lacks even after
+        the reload that ``keyset_for_read`` makes is one at once."""
         keyset = self._keys.keyset_for_read(user_id, version)
         if version not in keyset.versions:
             raise IntegrityError("row refers to a key version this owner's keyset does not hold")
         try:
-            return attempt(keyset)
+            return attempt(keyset, version, *args)
         except IntegrityError:
             fresh = self._keys.owner_keyset(user_id, refresh=True)
             if fresh is None:
                 raise
-            return attempt(fresh)
+            return attempt(fresh, version, *args)
 
 
 class RowWriter:
@@ -210,8 +209,8 @@ class OpenedRow:
                 self._context, row.owner_tag, row.turn_tag, row.expires_at, row.size_bytes)), True
         aad = summary_aad_v2(self._context, row.owner_tag, row.turn_tag, row.expires_at, row.size_bytes,
                              row.key_version)
-        return self._recipe.retrying(self._user_id, row.key_version, lambda keyset: keyset.turn_key(
-            row.key_version, self._context.vault_id, row.turn_tag).open_summary(sealed, aad)), False
+        return self._recipe.retrying(self._user_id, row.key_version, _open_summary, self._context.vault_id,
+                                     row.turn_tag, sealed, aad)[0], False
 
     def reseal(self, expires_at: float, metadata: bytes, summary: bytes) -> tuple[bytes, bytes]:
         """The metadata and summary records sealed again for a new expiry (it is in both AADs), each under a fresh
@@ -252,12 +251,8 @@ class TurnSummaries:
 
     def _open_v2(self, version: int, sealed: bytes, aad: bytes) -> bytes:
         """Open under the turn key of a keyset fetched (or reloaded) now, and keep that key for the turn."""
-
-        def attempt(keyset: OwnerKeyset) -> tuple[bytes, TurnKey]:
-            turn_key = keyset.turn_key(version, self._recipe.vault_id, self._turn_tag)
-            return turn_key.open_summary(sealed, aad), turn_key
-
-        plain, self._turn_keys[version] = self._recipe.retrying(self._user_id, version, attempt)
+        plain, self._turn_keys[version] = self._recipe.retrying(self._user_id, version, _open_summary,
+                                                                self._recipe.vault_id, self._turn_tag, sealed, aad)
         return plain
 
     def _open_v1(self, row_id: bytes, version: int, expires_at: float, size_bytes: int, sealed: bytes,
@@ -265,6 +260,13 @@ class TurnSummaries:
         """Open a format 1 summary under the row's DEK (unwrapped with the one retry)."""
         context = RowContext(self._recipe.vault_id, row_id)
         aad = wrap_aad(context, self._user_id, version)
-        data_key = self._recipe.retrying(self._user_id, version, lambda keyset: keyset.unwrap(version, wrapped, aad))
+        data_key = self._recipe.retrying(self._user_id, version, OwnerKeyset.unwrap, wrapped, aad)
         return data_key.open_summary(sealed, summary_aad(
             context, self._owner_tag, self._turn_tag, expires_at, size_bytes))
+
+
+def _open_summary(keyset: OwnerKeyset, version: int, vault_id: bytes, turn_tag: bytes, sealed: bytes,
+                  aad: bytes) -> tuple[bytes, TurnKey]:
+    """A format 2 summary opened under the turn key ``keyset`` derives, and that key."""
+    turn_key = keyset.turn_key(version, vault_id, turn_tag)
+    return turn_key.open_summary(sealed, aad), turn_key

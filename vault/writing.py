@@ -28,7 +28,7 @@ def write_row(store: Store, keys: KeyManager, rows: RowRecipe, guard: AbstractCo
     with guard, store.transaction() as tx:
         seq, recorded = tx.next_row(owner_tag, keyset.primary)
         if not keys.is_current(keyset, recorded):  # retired, shredded or re-created elsewhere
-            keyset = keys.keyset_for_write(user_id, owner_tag, lambda: tx.owner_has_rows(owner_tag))
+            keyset = keys.keyset_for_write(user_id, owner_tag, tx.owner_has_rows)
         row_id = index.row_id(seq)  # the id names the seq, so it is made under the write lock
         writer = rows.writer(keyset, user_id, row_id, turn_id, step_num, executor_name, kind)
         chunk_units, size_bytes = _insert_chunks(tx, seq, writer, chunks, summary)
@@ -52,7 +52,7 @@ def _keyset(store: Store, keys: KeyManager, user_id: str, owner_tag: bytes) -> O
     if keyset is not None:
         return keyset
     with store.transaction() as tx:
-        return keys.keyset_for_write(user_id, owner_tag, lambda: tx.owner_has_rows(owner_tag))
+        return keys.keyset_for_write(user_id, owner_tag, tx.owner_has_rows)
 
 
 def _insert_chunks(tx: WriteTx, seq: int, writer: RowWriter, chunks: Iterator[Chunk],
