@@ -189,6 +189,8 @@ class OpenedRow:
         for index, blob in sealed:
             if index != expected:
                 raise IntegrityError("a content chunk is missing")
+            if index > last:  # a store that hands out more than was asked for: never read past the slice
+                raise IntegrityError("a content chunk is extra")
             size = len(blob) - TAG_SIZE
             if not 0 <= size <= CHUNK_BYTES or (binary and size != chunk_units[index]):
                 raise IntegrityError("a content chunk has the wrong size")
