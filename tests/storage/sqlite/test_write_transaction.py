@@ -3,46 +3,12 @@ connection is left with no transaction open (the next snapshot must not join a h
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 
+from tests.storage.sqlite.faults import FailingCommit, OneConnection
 from vault import IntegrityError, StorageError
 from vault.storage import open_store
 from vault.storage.sqlite.rows import SqliteWriteTx
-
-
-class FailingCommit:
-    """A connection whose COMMIT fails as a full disk makes it fail, recording what the transaction did."""
-
-    def __init__(self) -> None:
-        self.in_transaction = False
-        self.statements: list[str] = []
-
-    def execute(self, sql: str, parameters: tuple = ()) -> None:
-        self.statements.append(sql)
-        if sql == "BEGIN IMMEDIATE":
-            self.in_transaction = True
-        elif sql == "COMMIT":
-            raise sqlite3.OperationalError("database or disk is full")
-
-    def rollback(self) -> None:
-        self.statements.append("ROLLBACK")
-        self.in_transaction = False
-
-
-class OneConnection:
-    """Connections handing out one connection, counting uses."""
-
-    def __init__(self, connection: FailingCommit) -> None:
-        self.connection, self.uses = connection, 0
-
-    def acquire(self) -> FailingCommit:
-        self.uses += 1
-        return self.connection
-
-    def release(self, connection: FailingCommit) -> None:
-        self.uses -= 1
 
 
 def test_a_failed_commit_is_rolled_back_released_and_raised_as_a_storage_error():
