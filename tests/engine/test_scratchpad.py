@@ -139,6 +139,17 @@ def test_step_references_resolve_to_full_values(pad, alice):
             pad.resolve(alice, "t1", steps, bad)
 
 
+def test_references_with_non_ascii_digits_or_huge_numbers_are_invalid_arguments(pad, alice):
+    """``str.isdigit()`` accepts superscripts and circled digits that ``int()`` refuses, and ``int()`` refuses
+    more than 4,300 digits: each is the model's malformed reference, an InvalidArgument, never a ValueError."""
+    listing = {"results": [{"path": f"/f{i}"} for i in range(500)]}
+    steps = {1: pad.observe(alice, "t1", 1, "fs.list", listing)}
+    for bad in ("${step1.results.\u00b2}", "${step1.results.\u2460}", "${step1.results.\u0663}",
+                "${step" + "1" * 4301 + "}", "${step1.results." + "9" * 4301 + "}", "${step\u0661}"):
+        with pytest.raises(InvalidArgument):
+            pad.resolve(alice, "t1", steps, bad)
+
+
 # -- when the tool is offered --------------------------------------------------------------------------
 def test_tool_is_offered_only_to_a_principal_with_rows_in_the_turn(pad, alice, bob):
     assert pad.tools(alice, "t1") == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 from array import array
 
 import pytest
@@ -12,6 +14,7 @@ from keys.testing import MemoryKeyring
 from tests.support.clock import FakeClock
 from tests.support.fuzzing import FUZZ, WIDE
 from vault import InvalidArgument, NotFound, Principal, Vault, VaultError
+from vault.engine import Scratchpad
 
 DAY = 24 * 3600
 BAD_IDENTIFIERS = ["", "a\x00b", "\x00", "x\ud800", "\udfff", 5, None, b"alice", ["a"], "x" * 1025, "é" * 513]
@@ -135,6 +138,45 @@ def test_json_with_huge_int_is_invalid_argument_or_round_trips(vault, alice):
         assert vault.get(alice, vault.put(alice, "t", 1, "tool", {"n": 10**5000}).id).content == {"n": 10**5000}
     except InvalidArgument:
         assert rows(vault) == 0
+
+
+@contextlib.contextmanager
+def within(seconds: float):
+    """Fail the test (instead of hanging the suite) if the block runs longer than ``seconds``."""
+    def expired(*_):
+        raise TimeoutError(f"took longer than {seconds} s")
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def shared_levels(levels: int, make) -> object:
+    """``levels`` containers, each holding the one below twice: 2**levels leaves once written out as JSON (what
+    YAML anchors produce)."""
+    value: object = []
+    for _ in range(levels):
+        value = make(value)
+    return value
+
+
+def test_json_with_shared_references_or_cycles_is_refused_in_time_linear_in_its_objects(vault, alice):
+    lists = shared_levels(60, lambda below: [below, below])
+    objects = shared_levels(61, lambda below: {"left": below, "right": below})
+    looped: list = []
+    looped.extend([looped, looped])
+    pad = Scratchpad(vault)
+    with within(10):
+        for observation in (lists, objects, looped, {"deep": looped}):
+            refused(InvalidArgument, lambda o=observation: vault.put(alice, "t", 1, "tool", o), "shared")
+            refused(InvalidArgument, lambda o=observation: pad.observe(alice, "t", 1, "tool", o), "shared")
+    assert rows(vault) == 0
+    shared_leaf = {"v": 1}
+    fine = vault.put(alice, "t", 1, "tool", {"a": shared_leaf, "b": [shared_leaf] * 3})  # sharing that stays small
+    assert vault.get(alice, fine.id).content == {"a": {"v": 1}, "b": [{"v": 1}] * 3}
 
 
 def test_released_memoryview_is_invalid_argument(vault, alice):

@@ -33,7 +33,8 @@ COUNTERS = ("offloaded_observations", "offloaded_bytes", "inline_observations", 
             "tool_errors")
 # The keys of an offloaded observation's context: how full_value tells a reference from an inline value.
 OFFLOADED_KEYS = frozenset(representation(bytes(16), 0, 1.0, 0, "x", "text", 0, 0.0, "", {}).to_dict())
-_REFERENCE = re.compile(r"\$\{step(\d+)((?:\.[^.{}]+)*)\}")
+_REFERENCE = re.compile(r"\$\{step([0-9]{1,16})((?:\.[^.{}]+)*)\}")  # ASCII digits: int() takes what it matches
+_INDEX = re.compile(r"[0-9]{1,16}")
 
 MetricsHook = Callable[[str, int], None]
 
@@ -240,7 +241,7 @@ def _child(value: Any, part: str, step: int) -> Any:
     """One step down a reference path: a key of an object, or an index of an array."""
     if isinstance(value, dict) and part in value:
         return value[part]
-    if isinstance(value, list) and part.isdigit() and int(part) < len(value):
+    if isinstance(value, list) and _INDEX.fullmatch(part) and int(part) < len(value):
         return value[int(part)]
     raise InvalidArgument(f"the result of step {step} has no field {part[:40]!r}")
 
