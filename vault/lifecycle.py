@@ -101,4 +101,5 @@ class KeyLifecycle:
         check_progress(progress)
         with self._store.transaction():  # serialised with rotate/retire, which read-modify-write the keyset
             self._keys.delete_owner_keyset(user_id)
-        return self._store.delete_owner_rows(self._keys.index_key().owner_tag(user_id), progress)
+        with self._counters.integrity_guard():
+            return self._store.delete_owner_rows(self._keys.index_key().owner_tag(user_id), progress)

@@ -1,10 +1,7 @@
-"""The Vault: the public API, and the one place that orders the access path.
-
-Every read-side method goes through :meth:`Vault._open_row`: look the row up by id -> compare its owner tag
-with the caller's (constant time) and check expiry -> on any failure raise the one NotFound -> only then
-fetch the owner's key, unwrap the data key and open the metadata (``keys/rowseal.py``). Nothing is decrypted
-before the check.
-"""
+"""The Vault: the public API, and the one place that orders the access path. Every read-side method goes through
+:meth:`Vault._open_row`: look the row up by id -> compare its owner tag with the caller's (constant time) and check
+expiry -> on any failure the one NotFound -> only then fetch the owner's key, unwrap the data key and open the
+metadata (``keys/rowseal.py``). Nothing is decrypted before the check."""
 
 from __future__ import annotations
 
@@ -95,10 +92,11 @@ class Vault:
     @audited("delete")
     def delete(self, principal: Principal, id: str) -> None:
         """Delete one of the caller's rows (NotFound for anything else); nothing readable stays behind."""
-        with self._counters.integrity_guard(id), self._store.snapshot() as reads:
-            row, _, _ = self._open_row(reads, principal, id)
-        if not self._store.delete_row(row.seq, row.row_id):
-            raise NotFound()  # deleted by someone else between the check and the delete
+        with self._counters.integrity_guard(id):
+            with self._store.snapshot() as reads:
+                row, _, _ = self._open_row(reads, principal, id)
+            if not self._store.delete_row(row.seq, row.row_id):
+                raise NotFound()  # deleted by someone else between the check and the delete
 
     @audited("extend_turn")
     def extend_turn(self, principal: Principal, turn_id: str, ttl_seconds: float) -> int:
@@ -131,7 +129,8 @@ class Vault:
         ``progress`` is called with the running total after each committed batch."""
         moment = self._now() if now is None else check_time(now)
         check_progress(progress)
-        return self._store.delete_expired(moment, progress)
+        with self._counters.integrity_guard():
+            return self._store.delete_expired(moment, progress)
 
     # -- reading ---------------------------------------------------------------------------------------
     @audited("get")

@@ -321,6 +321,10 @@ class SqliteAttacker:
                 sql, *params = (statement,) if isinstance(statement, str) else statement
                 connection.execute(sql, params)
 
+    def query(self, sql: str, *params: object) -> list[tuple]:
+        """Rows of a raw query (what an attacker reads back of what it planted)."""
+        return self._all(sql, *params)
+
     def pages(self) -> int:
         """How many whole pages the file has."""
         return self.path.stat().st_size // self.PAGE

@@ -71,10 +71,14 @@ def _facts(connection: sqlite3.Connection, now: float) -> list[Finding]:
     owners = connection.execute("SELECT count(*) FROM owners").fetchone()[0]
     by_version = dict(connection.execute(
         "SELECT key_version, count(*) FROM rows GROUP BY key_version ORDER BY key_version").fetchall())
+    foreign = schema.foreign_objects(connection)
     found = [Finding("ok", f"schema version {version}{later}, vault id {vault}"),
              Finding("", f"row lookup: {lookup}"),
              Finding("", f"rows {rows:,} ({size:,} bytes), expired awaiting gc {expired:,}, owners {owners:,}, "
                          f"rows by key version {by_version}")]
+    if foreign:
+        found.append(Finding("FAIL", f"schema objects scratchvault did not make: {', '.join(foreign)} (a trigger or "
+                                     "view can keep or copy deleted rows; the vault refuses this file)"))
     check = connection.execute("PRAGMA quick_check").fetchone()[0]
     if check != "ok":
         found.append(Finding("FAIL", f"SQLite quick_check: {check}"))

@@ -22,6 +22,9 @@ CHUNK_SHIFT = 20
 MAX_CHUNKS = 1 << CHUNK_SHIFT  # chunks per row: the low 20 bits of a chunk's key
 MAX_SEQ = 1 << (63 - CHUNK_SHIFT)  # chunk keys must fit SQLite's signed 64-bit integers
 GC_BATCH = 2000
+KNOWN_TABLES = frozenset({"meta", "rows", "summaries", "chunks", "owner_keys", "owners", "sqlite_sequence",
+                          "sqlite_stat1", "sqlite_stat4"})
+KNOWN_INDEXES = frozenset({"rows_owner_turn", "rows_expiry"})
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS rows (
@@ -87,7 +90,13 @@ SELECT_TURN_SUMMARIES = (
 
 def migrate(connection: sqlite3.Connection) -> bool:
     """Create missing tables and raise the schema version (inside the caller's write transaction); a file of a
-    newer scratchvault is refused. Returns whether the file finds rows through an index on ids."""
+    newer scratchvault, or one holding schema objects scratchvault did not make, is refused. Returns whether the
+    file finds rows through an index on ids."""
+    foreign = foreign_objects(connection)
+    if foreign:
+        raise IntegrityError(f"the database holds schema objects scratchvault did not make ({', '.join(foreign)}): "
+                             "a trigger or view can keep rows a delete removes, or copy them; refusing the file. "
+                             "Restore it from backup (or drop those objects after checking what they did)")
     for statement in filter(str.strip, SCHEMA.split(";")):
         connection.execute(statement)
     found = connection.execute("PRAGMA user_version").fetchone()[0]
@@ -100,11 +109,32 @@ def migrate(connection: sqlite3.Connection) -> bool:
 
 def has_id_index(connection: sqlite3.Connection) -> bool:
     """Whether ``rows`` has a unique index on ``id`` alone (files made before schema 3 have one)."""
+    return bool(_id_indexes(connection))
+
+
+def _id_indexes(connection: sqlite3.Connection) -> set[str]:
+    """Names of the unique, whole-table indexes on ``rows(id)`` alone."""
+    found = set()
     for _, name, unique, _, partial in connection.execute("PRAGMA index_list(rows)").fetchall():
         columns = [column for _, _, column in connection.execute("SELECT * FROM pragma_index_info(?)", (name,))]
         if unique and not partial and columns == ["id"]:
-            return True
-    return False
+            found.add(name)
+    return found
+
+
+def foreign_objects(connection: sqlite3.Connection) -> list[str]:
+    """The kinds of schema object in the file that scratchvault did not make, sorted: any trigger or view, and a
+    table or index it does not know. Known: its tables (with SQLite's own bookkeeping tables), its two indexes,
+    the indexes SQLite makes for constraints, and a unique index on ``rows(id)`` (files made before schema 3)."""
+    id_indexes = _id_indexes(connection) if connection.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'rows'").fetchone() else set()
+    foreign = set()
+    for kind, name, table in connection.execute("SELECT type, name, tbl_name FROM sqlite_master"):
+        known = (kind == "table" and name in KNOWN_TABLES) or (kind == "index" and table in KNOWN_TABLES and (
+            name in KNOWN_INDEXES or str(name).startswith("sqlite_autoindex_") or name in id_indexes))
+        if not known:
+            foreign.add(kind if kind in ("table", "index", "trigger", "view") else "object")
+    return sorted(foreign)
 
 
 def valid_seq(seq: object) -> bool:

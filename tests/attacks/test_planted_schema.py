@@ -1,0 +1,73 @@
+"""A writer of the file plants SQL of its own: a trigger that makes deletes keep their rows, one that copies each
+deleted row's wrapped key and summary to a side table, a view, a table or an index. The vault refuses such a file
+at open and doctor fails it; planted while the vault is open, a trigger stops delete, gc and shred's row deletion
+with an IntegrityError instead of letting them report rows gone that remain (issue 13, finding 3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from vault import IntegrityError, KeyUnavailable, NotFound, Principal, Vault
+from vault.ops.doctor import diagnose
+from vault.storage import describe
+
+ALICE = Principal("alice")
+KEEP = "CREATE TRIGGER keep BEFORE DELETE ON rows BEGIN SELECT RAISE(IGNORE); END"
+COPY = ("CREATE TABLE loot (wrapped BLOB, summary BLOB)",
+        "CREATE TRIGGER copy BEFORE DELETE ON rows BEGIN INSERT INTO loot VALUES "
+        "(old.wrapped_key, (SELECT sealed FROM summaries WHERE seq = old.seq)); END")
+PLANTED = {
+    "trigger that keeps rows": (KEEP,),
+    "trigger that copies rows": COPY,
+    "trigger on the summaries": ("CREATE TRIGGER s AFTER INSERT ON summaries BEGIN SELECT 1; END",),
+    "view": ("CREATE VIEW everything AS SELECT * FROM rows",),
+    "table": ("CREATE TABLE notes (body TEXT)",),
+    "index": ("CREATE INDEX by_size ON rows (size_bytes)",),
+}
+
+
+def test_a_trigger_planted_while_the_vault_is_open_stops_delete_gc_and_shred_rows(vault, attacker, clock):
+    kept = vault.put(ALICE, "t", 1, "x", "delete me").id
+    vault.put(ALICE, "t", 2, "x", "expire me", ttl_seconds=1)
+    attacker.run(KEEP)
+    failures = vault.stats()["counters"]["integrity_failures"]
+    with pytest.raises(IntegrityError):
+        vault.delete(ALICE, kept)
+    clock.advance(2)
+    with pytest.raises(IntegrityError):
+        vault.gc()
+    assert attacker.counts()[0] == 2  # nothing was reported deleted that remains: both calls failed
+    assert vault.stats()["counters"]["integrity_failures"] == failures + 2  # counted and logged, like any other
+    with pytest.raises(IntegrityError):
+        vault.shred_owner("alice")  # the keys go first, so the rows that remain are unreadable all the same
+    with pytest.raises((KeyUnavailable, NotFound)):
+        vault.read(ALICE, kept)
+
+
+def test_copying_trigger_planted_while_open_copies_nothing(vault, attacker):
+    row = vault.put(ALICE, "t", 1, "x", "secret").id
+    attacker.run(*COPY)
+    with pytest.raises(IntegrityError):
+        vault.delete(ALICE, row)
+    assert attacker.query("SELECT count(*) FROM loot") == [(0,)]
+
+
+@pytest.mark.parametrize("planted", sorted(PLANTED))
+def test_a_file_holding_planted_objects_is_refused_at_open_and_failed_by_doctor(db_path, keyring_backend, clock,
+                                                                                attacker, planted):
+    with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
+        vault.put(ALICE, "t", 1, "x", "hello")
+    attacker.run(*PLANTED[planted])
+    with pytest.raises(IntegrityError, match="did not make"):
+        Vault.open(db_path, keyring_backend=keyring_backend, clock=clock)
+    lines, safe = diagnose(db_path)
+    assert not safe and any(line.startswith("FAIL  schema objects scratchvault did not make") for line in lines)
+
+
+def test_what_scratchvault_and_sqlite_make_themselves_is_not_refused(db_path, keyring_backend, clock, attacker):
+    with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
+        row = vault.put(ALICE, "t", 1, "x", "hello").id
+    attacker.run("ANALYZE")  # sqlite_stat1: an operator's ANALYZE must not lock the vault
+    with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
+        assert vault.read(ALICE, row).content == "hello"
+    assert [finding for finding in describe(db_path) if finding.status == "FAIL"] == []
