@@ -10,6 +10,8 @@ import struct
 from keys.aead import KEY_SIZE, NONCE_SIZE, Aead, BlockPermutation, random_bytes
 from keys.envelope import encode_fields
 from keys.errors import IntegrityError
+from keys.keyset import serialize_single_key
+from keys.secret import Secret
 
 TAG_SIZE = 32
 TAG_CACHE_SIZE = 4096
@@ -101,6 +103,10 @@ class IndexKey:
     @staticmethod
     def _name_aad(vault_id: bytes, owner_tag: bytes) -> bytes:
         return encode_fields(b"scratchvault/owner-name/v1", vault_id, owner_tag)
+
+    def serialize(self) -> Secret:
+        """The keyring entry of this key."""
+        return serialize_single_key(self._raw)
 
     def commitment(self, vault_id: bytes) -> bytes:
         """A commitment to this key, stored in the database to detect a keyring that swapped it."""

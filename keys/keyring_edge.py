@@ -15,6 +15,7 @@ from keyring.backend import KeyringBackend
 from keyring.errors import KeyringLocked, NoKeyringError, PasswordDeleteError
 
 from keys.errors import InvalidArgument, KeyUnavailable
+from keys.secret import Secret
 
 REMEDY = (
     "on a Linux host without a desktop session, run a Secret Service such as GNOME Keyring "
@@ -82,14 +83,14 @@ class KeyringEdge:
         """Module-qualified class name of the backend in use (for diagnostics; no secrets)."""
         return type(self._backend).__module__ + "." + type(self._backend).__name__
 
-    def get(self, service: str, username: str) -> str | None:
+    def get(self, service: str, username: str) -> Secret | None:
         """The stored secret, or None when the entry does not exist."""
         value = self._call(self._backend.get_password, "read", service, username)
         if value is not None and not isinstance(value, str):
             raise KeyUnavailable(f"the keyring returned a non-text secret; {REMEDY}")
-        return value
+        return None if value is None else Secret(value)
 
-    def set(self, service: str, username: str, secret: str) -> None:
+    def set(self, service: str, username: str, secret: Secret) -> None:
         """Store a secret, then read it back: a backend that accepts a write and keeps nothing is caught here."""
         self._write(self._backend.set_password, "write", service, username, secret)
         if self.get(service, username) != secret:
@@ -106,7 +107,8 @@ class KeyringEdge:
         if self.get(service, username) is not None:
             raise KeyUnavailable(f"the keyring did not delete a key; {REMEDY}")
 
-    def _write(self, operation: Callable[..., object], action: str, service: str, username: str, *rest: str) -> None:
+    def _write(self, operation: Callable[..., object], action: str, service: str, username: str,
+               *rest: Secret) -> None:
         """A set or delete. While an earlier write to the same entry timed out and may still land, a new one
         is refused: the late write would otherwise overwrite it (a newer keyset, or a shred)."""
         entry = (service, username)
@@ -116,17 +118,18 @@ class KeyringEdge:
                                      f"retry once the keyring answers again. {REMEDY}")
         self._call(operation, action, service, username, *rest, entry=entry)
 
-    def _call(self, operation: Callable[..., object], action: str, *args: str,
+    def _call(self, operation: Callable[..., object], action: str, *args: str | Secret,
               entry: tuple[str, str] | None = None) -> Any:
         """Run one backend call in a helper thread, waiting at most the timeout: a hung D-Bus call must
         not hang the vault. A read that times out is harmless if it completes later; a write is remembered
-        as unfinished (see ``_write``) until it does."""
+        as unfinished (see ``_write``) until it does. A secret is revealed only in the helper thread's call."""
         outcome: list[tuple[bool, object]] = []
         finished = threading.Event()
 
         def run() -> None:
             try:
-                outcome.append((True, operation(*args)))
+                outcome.append((True, operation(*[arg.reveal() if isinstance(arg, Secret) else arg
+                                                  for arg in args])))
             except BaseException as error:  # handed to the caller's thread below
                 outcome.append((False, error))
             finally:

@@ -17,6 +17,7 @@ from keys.aead import KEY_SIZE, NONCE_SIZE, TAG_SIZE, Aead, random_bytes
 from keys.datakey import DataKey
 from keys.envelope import encode_fields
 from keys.errors import IntegrityError, KeyUnavailable
+from keys.secret import Secret
 from keys.turnkey import TurnKey, derive
 
 KEYSET_FORMAT = "scratchvault-keyset/1"
@@ -109,24 +110,19 @@ class OwnerKeyset:
             self._commitment_cache[(version, vault_id)] = value
         return value
 
-    def serialize(self) -> str:
-        """The keyring representation (JSON, keys in base64)."""
-        keys = {str(v): base64.b64encode(k).decode() for v, k in sorted(self._keys.items())}
-        return json.dumps({"format": KEYSET_FORMAT, "primary": self.primary, "keys": keys})
+    def serialize(self) -> Secret:
+        """The keyring entry (JSON, keys in base64)."""
+        keys = {str(version): base64.b64encode(raw).decode() for version, raw in sorted(self._keys.items())}
+        return Secret(json.dumps({"format": KEYSET_FORMAT, "primary": self.primary, "keys": keys}))
 
     @classmethod
-    def parse(cls, text: object) -> OwnerKeyset:
-        """Parse a keyring entry strictly; anything unexpected is KeyUnavailable with the remedy."""
-        document = _load_entry(text, {"format", "primary", "keys"})
-        if document is None or document["format"] != KEYSET_FORMAT:
+    def parse(cls, entry: Secret) -> OwnerKeyset:
+        """Parse a keyring entry strictly; anything unexpected is KeyUnavailable with the remedy. Raised here,
+        where no local holds the entry's text or a key: the parse itself answers None instead of raising."""
+        keyset = _keyset_of(entry.reveal())
+        if keyset is None:
             raise KeyUnavailable(MALFORMED)
-        primary, entries = document["primary"], document["keys"]
-        if not isinstance(entries, dict) or not entries:
-            raise KeyUnavailable(MALFORMED)
-        keys = {_parse_version(v): _parse_key(k) for v, k in entries.items()}
-        if type(primary) is not int or primary not in keys:
-            raise KeyUnavailable(MALFORMED)
-        return cls(primary, keys)
+        return keyset
 
     def __repr__(self) -> str:
         return f"<OwnerKeyset primary={self.primary} versions={list(self.versions)}>"
@@ -153,39 +149,52 @@ def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
     return document
 
 
-def _parse_version(text: object) -> int:
-    """A canonical decimal version: "1", never "01", "+1", non-ASCII digits or 5,000 digits."""
+def _keyset_of(text: str) -> OwnerKeyset | None:
+    """The keyset an entry's text holds, or None if it is not exactly what ``serialize`` writes."""
+    document = _load_entry(text, {"format", "primary", "keys"})
+    if document is None or document["format"] != KEYSET_FORMAT:
+        return None
+    primary, entries = document["primary"], document["keys"]
+    if not isinstance(entries, dict) or not entries:
+        return None
+    keys = {}
+    for text_version, text_key in entries.items():
+        version, raw = _parse_version(text_version), _parse_key(text_key)
+        if version is None or raw is None:
+            return None
+        keys[version] = raw
+    if type(primary) is not int or primary not in keys:
+        return None
+    return OwnerKeyset(primary, keys)
+
+
+def _parse_version(text: object) -> int | None:
+    """A canonical decimal version: "1", never "01", "+1", non-ASCII digits or 5,000 digits (else None)."""
     if not isinstance(text, str) or not 1 <= len(text) <= 10 or not (text.isascii() and text.isdigit()):
-        raise KeyUnavailable(MALFORMED)
+        return None
     version = int(text)
-    if str(version) != text or not 1 <= version <= MAX_VERSION:
-        raise KeyUnavailable(MALFORMED)
-    return version
+    return version if str(version) == text and 1 <= version <= MAX_VERSION else None
 
 
-def _parse_key(text: object) -> bytes:
+def _parse_key(text: object) -> bytes | None:
+    """32 key bytes from strict Base64, else None."""
     try:
         raw = base64.b64decode(text, validate=True) if isinstance(text, str) else b""
     except (binascii.Error, ValueError):
-        raw = b""
-    if len(raw) != KEY_SIZE:
-        raise KeyUnavailable(MALFORMED)
+        return None
+    return raw if len(raw) == KEY_SIZE else None
+
+
+def parse_single_key(entry: Secret, what: str) -> bytes:
+    """Parse a keyring entry holding one base64 key (the index key); raised here with no key in a local."""
+    document = _load_entry(entry.reveal(), {"format", "key"})
+    raw = _parse_key(document["key"]) if document is not None and document["format"] == "scratchvault-key/1" else None
+    del document
+    if raw is None:
+        raise KeyUnavailable(f"the keyring entry for the {what} is malformed; restore it from the keyring backup")
     return raw
 
 
-def parse_single_key(text: object, what: str) -> bytes:
-    """Parse a keyring entry holding one base64 key (the index key)."""
-    document = _load_entry(text, {"format", "key"})
-    if document is None or document["format"] != "scratchvault-key/1":
-        raise KeyUnavailable(f"the keyring entry for the {what} is malformed; restore it from the keyring backup")
-    try:
-        return _parse_key(document["key"])
-    except KeyUnavailable:
-        raise KeyUnavailable(
-            f"the keyring entry for the {what} is malformed; restore it from the keyring backup"
-        ) from None
-
-
-def serialize_single_key(raw: bytes) -> str:
-    """Keyring representation of a single key."""
-    return json.dumps({"format": "scratchvault-key/1", "key": base64.b64encode(raw).decode()})
+def serialize_single_key(raw: bytes) -> Secret:
+    """Keyring entry of a single key."""
+    return Secret(json.dumps({"format": "scratchvault-key/1", "key": base64.b64encode(raw).decode()}))

@@ -17,7 +17,7 @@ from keys.blind_index import IndexKey, tags_equal
 from keys.cache import KeyCache
 from keys.errors import KeyUnavailable
 from keys.keyring_edge import KeyringEdge
-from keys.keyset import OwnerKeyset, parse_single_key, serialize_single_key
+from keys.keyset import OwnerKeyset, parse_single_key
 
 _INDEX = ("index",)
 NO_OWNER_KEYS = "the OS keyring holds no keys for this owner"
@@ -103,9 +103,8 @@ class KeyManager:
 
     def create_index_key(self) -> IndexKey:
         """Make, store and record the index key of a new vault (inside the transaction that creates it)."""
-        raw = random_bytes(KEY_SIZE)
-        self._keyring.set(self._index_service, "index", serialize_single_key(raw))
-        key = IndexKey(raw)
+        key = IndexKey(random_bytes(KEY_SIZE))
+        self._keyring.set(self._index_service, "index", key.serialize())
         self._commitments.record_index_commitment(key.commitment(self._vault_id))
         self._cache.put(_INDEX, key)
         return key

@@ -12,6 +12,7 @@ import pytest
 
 from keys.blind_index import IndexKey
 from keys.keyset import parse_single_key
+from keys.secret import Secret
 from keys.testing import MemoryKeyring
 from vault import IntegrityError, NotFound, Vault, VaultError
 from vault.storage.sqlite.schema import MAX_SEQ
@@ -20,7 +21,7 @@ from vault.storage.sqlite.schema import MAX_SEQ
 def index_key(ring) -> IndexKey:
     """The vault's index key, as the keyring holds it (the test plays someone who holds it)."""
     (secret,) = [value for (service, user), value in ring.secrets.items() if service.endswith("/index")]
-    return IndexKey(parse_single_key(secret, "index key"))
+    return IndexKey(parse_single_key(Secret(secret), "index key"))
 
 
 def outcome(vault: Vault, call) -> str:

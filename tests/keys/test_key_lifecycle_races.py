@@ -11,6 +11,7 @@ import pytest
 from keyring.backend import KeyringBackend
 
 from keys.keyring_edge import KeyringEdge
+from keys.secret import Secret
 from keys.testing import MemoryKeyring
 from vault import InvalidArgument, KeyUnavailable, NotFound, Principal, Vault
 
@@ -76,19 +77,19 @@ def test_a_timed_out_keyring_write_blocks_further_writes_to_that_entry_until_it_
     store = KeyringEdge(ring, timeout=0.2)
     ring.armed = True
     with pytest.raises(KeyUnavailable, match="did not answer"):
-        store.set("svc", "entry", "first")
+        store.set("svc", "entry", Secret("first"))
     ring.armed = False
     with pytest.raises(KeyUnavailable, match="has not finished"):
-        store.set("svc", "entry", "second")  # would be overwritten by the late first write
+        store.set("svc", "entry", Secret("second"))  # would be overwritten by the late first write
     with pytest.raises(KeyUnavailable, match="has not finished"):
         store.delete("svc", "entry")
-    store.set("svc", "other entry", "unaffected")
+    store.set("svc", "other entry", Secret("unaffected"))
     ring.gate.set()
     deadline = time.monotonic() + 5
     while ring.get_password("svc", "entry") != "first" and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(0.05)
-    store.set("svc", "entry", "second")
+    store.set("svc", "entry", Secret("second"))
     assert ring.get_password("svc", "entry") == "second"
 
 

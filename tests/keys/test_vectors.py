@@ -26,6 +26,7 @@ from keys.envelope import (
 )
 from keys.errors import IntegrityError
 from keys.keyset import OwnerKeyset, parse_single_key
+from keys.secret import Secret
 from keys.testing import MemoryKeyring
 from tests.support.clock import FakeClock
 from tests.support.repository import ROOT
@@ -159,15 +160,15 @@ def test_row_format_v1_frozen_bytes_open_back_to_the_inputs():
 
 def test_row_format_v1_keyring_entries_parse_to_the_frozen_keys():
     index_service, index_user, index_entry = out("keyring_index_entry")
-    assert IndexKey(parse_single_key(index_entry, "index key")).owner_tag(IN["user_id"]) == out("owner_tag")
+    assert IndexKey(parse_single_key(Secret(index_entry), "index key")).owner_tag(IN["user_id"]) == out("owner_tag")
     owner_service, owner_user, owner_entry = out("keyring_owner_entry")
     vault_hex = IN["vault_id"]
     assert (index_service, index_user) == (f"scratchvault/{vault_hex}/index", "index")
     assert (owner_service, owner_user) == (f"scratchvault/{vault_hex}/owner", out("owner_tag").hex())
-    keyset = OwnerKeyset.parse(owner_entry)
+    keyset = OwnerKeyset.parse(Secret(owner_entry))
     assert keyset.primary == IN["key_version"] and keyset.versions == (IN["key_version"],)
     assert keyset.commitment(IN["key_version"], raw("vault_id")) == out("owner_key_check")
-    assert json.loads(owner_entry) == json.loads(parts()[1].serialize())
+    assert json.loads(owner_entry) == json.loads(parts()[1].serialize().reveal())
 
 
 def out_v2(name: str) -> bytes:

@@ -6,11 +6,12 @@ from collections.abc import Callable
 
 from keys.blind_index import IndexKey
 from keys.keyset import parse_single_key
+from keys.secret import Secret
 
 
 def index_key_from(get_password: Callable[[str, str], str | None], index_service: str) -> IndexKey:
     """The vault's index key, read from the keyring (the test plays someone who holds it)."""
-    return IndexKey(parse_single_key(get_password(index_service, "index"), "index key"))
+    return IndexKey(parse_single_key(Secret(get_password(index_service, "index")), "index key"))
 
 
 def owner_username(get_password: Callable[[str, str], str | None], index_service: str, user_id: str) -> str:

@@ -165,7 +165,7 @@ def outputs(given: dict) -> dict:
     }
     outs["keyring_owner_entry"] = {
         "how": "keyring entry (service, username = owner tag in hex, password) of the owner's keyset",
-        "expect": [f"scratchvault/{vault_hex}/owner", owner_tag.hex(), keyset.serialize()],
+        "expect": [f"scratchvault/{vault_hex}/owner", owner_tag.hex(), keyset.serialize().reveal()],
     }
     return outs
 
