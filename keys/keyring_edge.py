@@ -87,6 +87,7 @@ class KeyringEdge:
         """The stored secret, or None when the entry does not exist."""
         value = self._call(self._backend.get_password, "read", service, username)
         if value is not None and not isinstance(value, str):
+            del value  # whatever it is, it may hold the entry: not in this frame's locals when the error leaves
             raise KeyUnavailable(f"the keyring returned a non-text secret; {REMEDY}")
         return None if value is None else Secret(value)
 
@@ -153,7 +154,10 @@ class KeyringEdge:
             raise _Refused
         if isinstance(value, Exception):
             raise _translate(value, action) from None
-        raise value  # KeyboardInterrupt and the like are not keyring faults
+        # KeyboardInterrupt and the like are not keyring faults: raised as they are, without the backend's frames
+        # (their locals hold what was being written) or an exception they were raised from
+        value.__cause__ = value.__context__ = None
+        raise value.with_traceback(None)
 
 
 class _Refused(Exception):

@@ -20,7 +20,8 @@ class Secret:
         return self._text
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and hmac.compare_digest(self._text.encode(), other._text.encode())
+        return isinstance(other, Secret) and hmac.compare_digest(self._text.encode("utf-8", "surrogatepass"),
+                                                                 other._text.encode("utf-8", "surrogatepass"))
 
     __hash__ = None  # type: ignore[assignment]
 

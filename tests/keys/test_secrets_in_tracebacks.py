@@ -114,3 +114,53 @@ def test_a_tampered_row_leaves_no_key_in_the_traceback(vault, keyring_backend, a
         assert leaks(error, keyring_backend, seen) == [], part
     attacker.flip(attacker.seq_of(row), "chunk", chunk=1)
     assert leaks(failure(lambda: vault.get(ALICE, row)), keyring_backend, seen) == []
+
+
+class Odd(MemoryKeyring):
+    """A MemoryKeyring that misbehaves as told: entries read back as bytes or with a lone surrogate appended, or
+    a write interrupted by a BaseException (a KeyboardInterrupt or a cancellation inside the backend)."""
+
+    mode: str | None = None
+
+    def get_password(self, service: str, username: str):
+        value = super().get_password(service, username)
+        if value is not None and self.mode == "bytes":
+            return value.encode()
+        if value is not None and self.mode == "surrogate":
+            return value + "\ud800"
+        return value
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        if self.mode == "interrupt":
+            raise Interrupted("inside the backend")
+        super().set_password(service, username, password)
+
+
+class Interrupted(BaseException):
+    """What a cancellation raises inside a backend call: not a keyring fault, so it passes through as itself."""
+
+
+KeyringBackend._classes.discard(Odd)
+
+
+def interrupted(call) -> Interrupted:
+    """The Interrupted ``call`` raises, caught in a frame that holds no key (the test's own frame would)."""
+    with pytest.raises(Interrupted) as raised:
+        call()
+    return raised.value
+
+
+def test_odd_backend_answers_leave_no_key_in_the_traceback_and_raise_only_what_they_should(db_path, clock):
+    ring = Odd()
+    with Vault.open(db_path, keyring_backend=ring, clock=clock) as vault:
+        vault.put(ALICE, "t", 1, "x", "hello")
+        seen = key_texts(ring)
+        ring.mode = "interrupt"
+        error = interrupted(lambda: vault.rotate_owner_key("alice"))
+        assert error.__context__ is None and leaks(error, ring, seen) == []
+        ring.mode = "surrogate"  # the read-back differs: KeyUnavailable, not UnicodeEncodeError
+        error = failure(lambda: vault.rotate_owner_key("alice"))
+        assert isinstance(error, KeyUnavailable) and leaks(error, ring, seen | key_texts(ring)) == []
+    ring.mode = "bytes"
+    error = failure(lambda: Vault.open(db_path, keyring_backend=ring, clock=clock))
+    assert isinstance(error, KeyUnavailable) and leaks(error, ring, seen | key_texts(ring)) == []

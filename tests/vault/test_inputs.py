@@ -168,9 +168,16 @@ def test_json_with_shared_references_or_cycles_is_refused_in_time_linear_in_its_
     objects = shared_levels(61, lambda below: {"left": below, "right": below})
     looped: list = []
     looped.extend([looped, looped])
+    megabyte = "x" * 2**20
+    chains = [[]]
+    for _ in range(4):  # each chain 200 deep over the one before: first met at depth 1, written out 800 deep
+        chain = chains[-1]
+        for _ in range(200):
+            chain = [chain]
+        chains.append(chain)
     pad = Scratchpad(vault)
     with within(10):
-        for observation in (lists, objects, looped, {"deep": looped}):
+        for observation in (lists, objects, looped, {"deep": looped}, [megabyte] * 2000, chains[::-1]):
             refused(InvalidArgument, lambda o=observation: vault.put(alice, "t", 1, "tool", o), "shared")
             refused(InvalidArgument, lambda o=observation: pad.observe(alice, "t", 1, "tool", o), "shared")
     assert rows(vault) == 0

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
+from vault.errors import IntegrityError
+
 
 @dataclass(slots=True)
 class Slice:
@@ -57,7 +59,12 @@ def joined(pieces: Iterable[memoryview], kind: str) -> Any:
     if kind == "binary":
         return b"".join([bytes(piece) for piece in pieces])
     text = "".join([str(piece, "utf-8", "replace") for piece in pieces])
-    return json.loads(text) if kind == "json" else text
+    if kind != "json":
+        return text
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):  # authenticated, so written by a key holder, yet not JSON we would write
+        raise IntegrityError("a row's JSON content does not parse") from None
 
 
 def cut(pieces: Iterable[memoryview], kind: str, start: int, end: int) -> str:
