@@ -23,6 +23,10 @@ PLANTED = {
     "view": ("CREATE VIEW everything AS SELECT * FROM rows",),
     "table": ("CREATE TABLE notes (body TEXT)",),
     "index": ("CREATE INDEX by_size ON rows (size_bytes)",),
+    "index under the vault's own name": ("DROP INDEX rows_expiry",
+                                         "CREATE INDEX rows_expiry ON summaries (substr(sealed, 1, 4))"),
+    "partial index under the vault's own name": ("DROP INDEX rows_owner_turn", "CREATE INDEX rows_owner_turn ON "
+                                                 "rows (owner_tag, turn_tag) WHERE key_version > 1"),
 }
 
 

@@ -24,7 +24,7 @@ MAX_SEQ = 1 << (63 - CHUNK_SHIFT)  # chunk keys must fit SQLite's signed 64-bit 
 GC_BATCH = 2000
 KNOWN_TABLES = frozenset({"meta", "rows", "summaries", "chunks", "owner_keys", "owners", "sqlite_sequence",
                           "sqlite_stat1", "sqlite_stat4"})
-KNOWN_INDEXES = frozenset({"rows_owner_turn", "rows_expiry"})
+KNOWN_INDEXES = {"rows_owner_turn": ["owner_tag", "turn_tag"], "rows_expiry": ["expires_at"]}  # on rows
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS rows (
@@ -122,6 +122,16 @@ def _id_indexes(connection: sqlite3.Connection) -> set[str]:
     return found
 
 
+def _is_known_index(connection: sqlite3.Connection, name: object, table: object) -> bool:
+    """Whether ``name`` is one of the vault's own indexes, as the vault makes it (its table, its columns in order,
+    not partial, not on an expression): the name alone could dress up another index."""
+    if name not in KNOWN_INDEXES or table != "rows":
+        return False
+    partial = [row[4] for row in connection.execute("PRAGMA index_list(rows)") if row[1] == name]
+    columns = [column for _, _, column in connection.execute("SELECT * FROM pragma_index_info(?)", (name,))]
+    return partial == [0] and columns == KNOWN_INDEXES[str(name)]
+
+
 def foreign_objects(connection: sqlite3.Connection) -> list[str]:
     """The kinds of schema object in the file that scratchvault did not make, sorted: any trigger or view, and a
     table or index it does not know. Known: its tables (with SQLite's own bookkeeping tables), its two indexes,
@@ -131,7 +141,8 @@ def foreign_objects(connection: sqlite3.Connection) -> list[str]:
     foreign = set()
     for kind, name, table in connection.execute("SELECT type, name, tbl_name FROM sqlite_master"):
         known = (kind == "table" and name in KNOWN_TABLES) or (kind == "index" and table in KNOWN_TABLES and (
-            name in KNOWN_INDEXES or str(name).startswith("sqlite_autoindex_") or name in id_indexes))
+            _is_known_index(connection, name, table) or str(name).startswith("sqlite_autoindex_")
+            or name in id_indexes))
         if not known:
             foreign.add(kind if kind in ("table", "index", "trigger", "view") else "object")
     return sorted(foreign)
