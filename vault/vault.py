@@ -37,8 +37,9 @@ from vault.opening import DEFAULT_KEY_CACHE_SECONDS as CACHE_SECONDS
 from vault.opening import DEFAULT_KEY_CACHE_SIZE as CACHE_SIZE
 from vault.opening import DEFAULT_KEYRING_TIMEOUT as KEYRING_TIMEOUT
 from vault.opening import DEFAULT_MAX_TTL, check_settings, open_parts
-from vault.row.chunks import classify, content_chunks, encode_json
+from vault.row.chunks import classify, content_chunks
 from vault.row.format import Metadata, SummaryRecord, record_fields, summary_fields
+from vault.row.json_values import encode_json
 from vault.row.slices import chunk_span, cut, joined, plan
 from vault.storage import Snapshot, Store, StoredRow
 from vault.writing import write_row

@@ -21,7 +21,8 @@ from vault.engine.tool_args import ReadRequest, parse_arguments
 from vault.errors import InvalidArgument, NotFound, VaultError
 from vault.inputs import check_identifier, check_int, check_step, check_ttl
 from vault.model import Principal, check_principal, representation
-from vault.row.chunks import check_json_value, classify
+from vault.row.chunks import classify
+from vault.row.json_values import check_json_value
 from vault.row.slices import plan
 from vault.vault import Vault
 
