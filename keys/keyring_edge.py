@@ -79,6 +79,11 @@ class KeyringEdge:
         self._lock = threading.Lock()
 
     @property
+    def timeout(self) -> float:
+        """Seconds one keyring call may take before it is KeyUnavailable."""
+        return self._timeout
+
+    @property
     def backend_name(self) -> str:
         """Module-qualified class name of the backend in use (for diagnostics; no secrets)."""
         return type(self._backend).__module__ + "." + type(self._backend).__name__

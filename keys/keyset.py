@@ -44,21 +44,35 @@ class OwnerKeyset:
         self._turn_keys: dict[tuple[int, bytes, bytes], TurnKey] = {}
 
     @classmethod
-    def generate(cls) -> OwnerKeyset:
-        """A new keyset with a single random version 1."""
-        return cls(1, {1: random_bytes(KEY_SIZE)})
+    def generate(cls, version: int = 1) -> OwnerKeyset:
+        """A new keyset with a single random version."""
+        return cls(version, {version: random_bytes(KEY_SIZE)})
+
+    @classmethod
+    def joined(cls, parts: list[OwnerKeyset]) -> OwnerKeyset | None:
+        """One keyset of the versions of ``parts`` (each read from its own entry), the highest one primary."""
+        keys = {version: raw for part in parts for version, raw in part._keys.items()}
+        return cls(max(keys), keys) if keys else None
 
     @property
     def versions(self) -> tuple[int, ...]:
         """The key versions this keyset holds."""
         return tuple(sorted(self._keys))
 
-    def with_new_version(self) -> OwnerKeyset:
-        """A copy with one more random version, made primary (rotation)."""
-        version = max(self._keys) + 1
-        if version > MAX_VERSION:
+    def with_new_version(self, version: int) -> OwnerKeyset:
+        """A copy with one more random version, made primary (rotation); ``version`` was reserved for it."""
+        if version > MAX_VERSION or version <= max(self._keys):
             raise KeyUnavailable("this owner's keyset has run out of key versions")
         return OwnerKeyset(version, {**self._keys, version: random_bytes(KEY_SIZE)})
+
+    def single(self, version: int) -> OwnerKeyset | None:
+        """The keyset of just ``version``, if this one holds it."""
+        raw = self._keys.get(version)
+        return None if raw is None else OwnerKeyset(version, {version: raw})
+
+    def entry(self, version: int) -> Secret:
+        """The keyring entry of one version (one key, as the index key's entry)."""
+        return serialize_single_key(self._keys[version])
 
     def without_versions(self, versions: set[int]) -> OwnerKeyset:
         """A copy without ``versions`` (retirement); the primary version is never removed."""

@@ -1,23 +1,28 @@
 """KeyManager: the one façade ``vault/`` uses for key material (index key, owner keysets, data keys).
 
-Keyring layout: service ``scratchvault/<vault_id hex>/index`` user ``index`` holds the index key; service
-``scratchvault/<vault_id hex>/owner`` user ``<owner tag hex>`` holds that owner's keyset. ``vault_id`` keeps two
-vaults on one keyring apart. Lookups are cached (bounded size and lifetime) and the cache is cleared on close.
-Every key loaded from the keyring is checked against the commitments the database recorded for it (recorded
-on first sight): a keyring that returns a different or truncated key is KeyUnavailable, not "tampering".
+Keyring layout: service ``scratchvault/<vault_id hex>/index`` user ``index`` holds the index key (written once,
+in the transaction that draws the vault id); each owner key version has a write-once entry of its own
+(keys/owner_entries.py). ``vault_id`` keeps two vaults on one keyring apart. Lookups are cached (bounded size
+and lifetime) and the cache is cleared on close. A key is used only if the database recorded its commitment
+when it was made, and every key loaded is checked against it: a keyring that returns a different or truncated
+key is KeyUnavailable, not "tampering", and a version the database never recorded is never adopted.
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from keys.aead import KEY_SIZE, random_bytes
 from keys.blind_index import IndexKey, tags_equal
 from keys.cache import KeyCache
-from keys.errors import KeyUnavailable
+from keys.errors import KeyUnavailable, VaultError
 from keys.keyring_edge import KeyringEdge
-from keys.keyset import OwnerKeyset, parse_single_key
+from keys.keyset import MAX_VERSION, OwnerKeyset, parse_single_key
+from keys.owner_entries import OwnerEntries
 
 _INDEX = ("index",)
 NO_OWNER_KEYS = "the OS keyring holds no keys for this owner"
@@ -35,8 +40,25 @@ class KeyCommitments(Protocol):
     def record_owner_commitment(self, owner_tag: bytes, version: int, value: bytes, sealed_name: bytes) -> None:
         """Record a commitment and register the owner (inside the caller's transaction if one is open)."""
 
-    def forget_owner_commitments(self, owner_tag: bytes, versions: set[int] | None) -> None:
-        """Drop the commitments of retired versions (None: all, and the owner's registration)."""
+    def tombstone_owner_versions(self, owner_tag: bytes, versions: set[int] | None) -> None:
+        """Destroy versions in the database (a tombstone each, the commitment dropped); None: every version the
+        owner ever had or reserved, and the owner's registration."""
+
+    def locked(self) -> AbstractContextManager[object]:
+        """A write transaction of the store (its write lock held until the block ends)."""
+
+    def reserve_owner_version(self, owner_tag: bytes, now: float, abandon_before: float) -> int:
+        """Reserve the next version in a committed transaction of its own (never inside another); older
+        reservations that never got a commitment, made before ``abandon_before``, are tombstoned."""
+
+    def version_pending(self, owner_tag: bytes, version: int) -> bool:
+        """Whether a version is reserved, not committed and not tombstoned."""
+
+    def tombstones(self, owner_tag: bytes | None, unswept_only: bool) -> list[tuple[bytes, int, bool]]:
+        """(owner tag, version, swept) of destroyed versions."""
+
+    def mark_swept(self, owner_tag: bytes, versions: list[int]) -> None:
+        """Record that these destroyed versions' keyring entries are gone."""
 
     def registered_owners(self) -> list[tuple[bytes, bytes]]:
         """(owner tag, sealed name) of every owner that ever had a keyset here."""
@@ -62,7 +84,9 @@ class KeyManager:
         self._cache: KeyCache[object] = KeyCache(cache_size, cache_ttl)
         prefix = "scratchvault/" + vault_id.hex()
         self._index_service = prefix + "/index"
-        self._owner_service = prefix + "/owner"
+        self._entries = OwnerEntries(keyring, vault_id, commitments)
+        # a reservation older than this never got its key: its writer gave up (keyring timeout) or died
+        self._abandon_after = 2 * keyring.timeout + 60.0
 
     @property
     def backend_name(self) -> str:
@@ -110,18 +134,17 @@ class KeyManager:
         return key
 
     def owner_keyset(self, user_id: str, *, refresh: bool = False) -> OwnerKeyset | None:
-        """The owner's keyset, or None when the keyring has none; ``refresh`` bypasses the cache."""
+        """The owner's keyset (every recorded version whose entry exists), or None when the database records
+        none; ``refresh`` bypasses the cache."""
         if not refresh:
             cached = self._cache.get(("owner", user_id))
             if isinstance(cached, OwnerKeyset):
                 return cached
-        stored = self._keyring.get(self._owner_service, self._owner_entry(user_id))
-        if stored is None:
+        keyset = self._load(self.index_key().owner_tag(user_id))
+        if keyset is None:
             self._cache.invalidate(("owner", user_id))
-            return None
-        keyset = OwnerKeyset.parse(stored)
-        self._check_owner_commitments(user_id, keyset)
-        self._cache.put(("owner", user_id), keyset)
+        else:
+            self._cache.put(("owner", user_id), keyset)
         return keyset
 
     def keyset_for_read(self, user_id: str, version: int) -> OwnerKeyset:
@@ -136,52 +159,43 @@ class KeyManager:
                 "deleted); restore the keyring from backup. A new key is never generated over existing rows")
         return keyset
 
-    def keyset_for_write(self, user_id: str, owner_tag: bytes, has_rows: Callable[[bytes], bool]) -> OwnerKeyset:
-        """The owner's keyset from the keyring, or a new one for an owner the vault has never seen (no rows, no
-        commitments). The caller holds the write lock: two writers never make two first keys."""
-        keyset = self.owner_keyset(user_id, refresh=True)
-        if keyset is not None:
-            return keyset
-        if has_rows(owner_tag) or self._commitments.owner_commitments(owner_tag):
-            raise KeyUnavailable(f"{NO_OWNER_KEYS} although this vault already knows them; restore the keyring "
-                                 "from backup (a new key would orphan that owner's rows)")
-        return self.create_owner_keyset(user_id)
-
-    def create_owner_keyset(self, user_id: str) -> OwnerKeyset:
-        """Make, store and record a keyset for a new owner (the caller holds the database write lock)."""
-        return self._store_keyset(user_id, OwnerKeyset.generate())
+    def create_owner_keyset(self, user_id: str, has_rows: Callable[[bytes], bool]) -> OwnerKeyset:
+        """The owner's keyset, or a first one for an owner with none (never over rows: they would be orphaned).
+        Called outside any write transaction: the new version is reserved in one of its own first."""
+        return self._new_version(user_id, has_rows)
 
     def rotate_owner_keyset(self, user_id: str) -> OwnerKeyset:
-        """Add a random version and make it primary (the caller holds the database write lock)."""
-        keyset = self.owner_keyset(user_id, refresh=True)
-        if keyset is None:
-            raise KeyUnavailable(f"{NO_OWNER_KEYS}; nothing to rotate (restore the keyring from backup if the vault "
-                                 "holds rows for them)")
-        return self._store_keyset(user_id, keyset.with_new_version())
+        """Add a version and make it primary (outside any write transaction, like ``create_owner_keyset``)."""
+        return self._new_version(user_id, None)
 
-    def retire_owner_versions(self, user_id: str, versions: set[int]) -> OwnerKeyset:
-        """Remove ``versions`` from the owner's keyset and forget their commitments (caller holds the lock
-        and has checked that no row needs them)."""
-        keyset = self.owner_keyset(user_id, refresh=True)
-        if keyset is None:
-            raise KeyUnavailable(f"{NO_OWNER_KEYS}; nothing to retire")
-        owner_tag = self.index_key().owner_tag(user_id)
-        self._commitments.forget_owner_commitments(owner_tag, versions)
-        smaller = keyset.without_versions(versions)
-        self._keyring.set(self._owner_service, self._owner_entry(user_id), smaller.serialize())
-        self._cache.put(("owner", user_id), smaller)
-        return smaller
-
-    def delete_owner_keyset(self, user_id: str) -> None:
-        """Crypto-shred: delete the owner's keyset from the keyring; every copy of their rows is unreadable."""
+    def retire_owner_versions(self, user_id: str, versions: set[int]) -> None:
+        """Tombstone ``versions`` (inside the caller's write transaction, which checked that no row needs them);
+        ``sweep`` then deletes their entries."""
+        self._commitments.tombstone_owner_versions(self.index_key().owner_tag(user_id), versions)
         self._cache.invalidate(("owner", user_id))
-        self._keyring.delete(self._owner_service, self._owner_entry(user_id))
-        self._commitments.forget_owner_commitments(self.index_key().owner_tag(user_id), None)
+
+    def destroy_owner(self, user_id: str) -> bytes:
+        """Crypto-shred, first step: tombstone every version the owner ever had (inside the caller's write
+        transaction); ``sweep`` then deletes the entries, after which every copy of their rows is unreadable.
+        Returns the owner tag."""
+        owner_tag = self.index_key().owner_tag(user_id)
+        self._cache.invalidate(("owner", user_id))
+        self._commitments.tombstone_owner_versions(owner_tag, None)
+        return owner_tag
+
+    def sweep(self, owner_tag: bytes | None, *, everything: bool = False) -> int:
+        """Delete the keyring entries of destroyed versions (see keys/owner_entries.py)."""
+        return self._entries.sweep(owner_tag, everything=everything)
+
+    def stats(self) -> dict[str, object]:
+        """The backend in use and how many entries of destroyed key versions were found again and deleted."""
+        return {"keyring_backend": self.backend_name,
+                "keyring_entries_destroyed_on_sight": self._entries.destroyed_on_sight}
 
     def is_current(self, keyset: OwnerKeyset, recorded: bytes | None) -> bool:
         """Whether ``recorded``, the commitment the database holds for this keyset's primary version (None if it
         holds none), is exactly this key's: false after a retirement, a shred, or a shred and re-creation
-        (version numbers restart) in another process. A put reads it in the statement that gives it its seq.
+        in another process. A put reads it in the statement that gives it its seq.
         """
         return recorded is not None and tags_equal(recorded, self._owner_commitment(keyset, keyset.primary))
 
@@ -190,41 +204,79 @@ class KeyManager:
         index = self.index_key()
         return [index.open_name(self._vault_id, tag, sealed) for tag, sealed in self._commitments.registered_owners()]
 
-    def _store_keyset(self, user_id: str, keyset: OwnerKeyset) -> OwnerKeyset:
-        """Write a keyset (read back by the store) and record its primary version's commitment."""
-        self._keyring.set(self._owner_service, self._owner_entry(user_id), keyset.serialize())
+    def _new_version(self, user_id: str, has_rows: Callable[[bytes], bool] | None) -> OwnerKeyset:
+        """Reserve the next version (committed), then under the write lock write its entry once and record its
+        commitment. A write that fails or times out leaves its reservation tombstoned (best effort; else the
+        next reservation abandons it), so a late landing never makes a usable key."""
         owner_tag = self.index_key().owner_tag(user_id)
-        commitment = self._owner_commitment(keyset, keyset.primary)
-        self._commitments.record_owner_commitment(owner_tag, keyset.primary, commitment,
-                                                  self._sealed_name(owner_tag, user_id))
+        now = time.time()
+        version = self._commitments.reserve_owner_version(owner_tag, now, now - self._abandon_after)
+        if version > MAX_VERSION:
+            raise KeyUnavailable("this owner's keyset has run out of key versions")
+        try:
+            with self._commitments.locked():
+                return self._write_version(user_id, owner_tag, version, has_rows)
+        except KeyUnavailable:
+            with contextlib.suppress(VaultError):
+                self._commitments.tombstone_owner_versions(owner_tag, {version})
+            raise
+
+    def _write_version(self, user_id: str, owner_tag: bytes, version: int,
+                       has_rows: Callable[[bytes], bool] | None) -> OwnerKeyset:
+        """Under the write lock: check the reservation still stands, then write and record the version."""
+        if not self._commitments.version_pending(owner_tag, version):
+            raise KeyUnavailable("this owner's keys were destroyed or changed while a key version was being made; "
+                                 "retry")
+        current = self.owner_keyset(user_id, refresh=True)
+        if has_rows is not None:  # a first keyset
+            if current is not None:  # made by another writer meanwhile: ours is never written
+                self._commitments.tombstone_owner_versions(owner_tag, {version})
+                return current
+            if has_rows(owner_tag) or self._commitments.owner_commitments(owner_tag):
+                raise KeyUnavailable(f"{NO_OWNER_KEYS} although this vault already knows them; restore the keyring "
+                                     "from backup (a new key would orphan that owner's rows)")
+            self._entries.sweep(owner_tag, everything=True)  # a re-created owner: no destroyed key comes back
+        elif current is None:
+            raise KeyUnavailable(f"{NO_OWNER_KEYS}; nothing to rotate (restore the keyring from backup if the vault "
+                                 "holds rows for them)")
+        keyset = OwnerKeyset.generate(version) if current is None else current.with_new_version(version)
+        self._entries.write_new(owner_tag, version, keyset)
+        self._commitments.record_owner_commitment(owner_tag, version, self._owner_commitment(keyset, version),
+                                                  self.index_key().seal_name(self._vault_id, owner_tag, user_id))
         self._cache.put(("owner", user_id), keyset)
         return keyset
 
-    def _sealed_name(self, owner_tag: bytes, user_id: str) -> bytes:
-        return self.index_key().seal_name(self._vault_id, owner_tag, user_id)
-
-    def _owner_entry(self, user_id: str) -> str:
-        """The keyring user name of an owner's keyset: the owner tag in hex, so the keyring lists no user ids
-        and a backend that folds case or truncates names cannot merge two owners."""
-        return self.index_key().owner_tag(user_id).hex()
-
-    def _check_owner_commitments(self, user_id: str, keyset: OwnerKeyset) -> None:
-        """Recorded versions must all be there and match; versions seen for the first time are recorded."""
-        owner_tag = self.index_key().owner_tag(user_id)
-        recorded = self._commitments.owner_commitments(owner_tag)
-        missing = set(recorded) - set(keyset.versions)
-        if missing:
-            if missing & set(self._commitments.key_versions_in_use(owner_tag)):
-                raise KeyUnavailable(_REPLACED.format(what="keyset for this owner (a recorded key version is missing)"))
-            # versions no row uses: a retirement whose keyring write landed but whose commit did not
-            self._commitments.forget_owner_commitments(owner_tag, missing)
-        for version in keyset.versions:
-            commitment = self._owner_commitment(keyset, version)
-            if version not in recorded:
-                self._commitments.record_owner_commitment(owner_tag, version, commitment,
-                                                          self._sealed_name(owner_tag, user_id))
-            elif not tags_equal(recorded[version], commitment):
+    def _load(self, owner_tag: bytes) -> OwnerKeyset | None:
+        """The recorded versions whose entries exist, each checked against its commitment (an entry of the old
+        layout is migrated here); a missing version that rows need is KeyUnavailable. No raw key is a local
+        here: a KeyUnavailable leaving this frame carries none in its traceback."""
+        parts: list[OwnerKeyset] = []
+        legacy: list[OwnerKeyset | None] = []
+        for version, check in sorted(self._commitments.owner_commitments(owner_tag).items()):
+            part = self._entries.read(owner_tag, version) or self._migrate(owner_tag, version, check, legacy)
+            if part is None:
+                if version in self._commitments.key_versions_in_use(owner_tag):
+                    raise KeyUnavailable(_REPLACED.format(what="keyset for this owner (a recorded key version "
+                                                               "is missing)"))
+                continue  # a version no row uses: not offered for new rows
+            if not tags_equal(check, self._owner_commitment(part, version)):
                 raise KeyUnavailable(_REPLACED.format(what="key for this owner"))
+            parts.append(part)
+        if legacy and legacy[0] is not None:
+            self._entries.delete_legacy(owner_tag)  # every recorded version it held has its own entry now
+        return OwnerKeyset.joined(parts)
+
+    def _migrate(self, owner_tag: bytes, version: int, check: bytes,
+                 legacy: list[OwnerKeyset | None]) -> OwnerKeyset | None:
+        """A recorded version copied from the owner's old-layout entry (read once per load into ``legacy``),
+        only if it matches its commitment: a version the database never recorded is never adopted."""
+        if not legacy:
+            legacy.append(self._entries.legacy(owner_tag))
+        part = legacy[0].single(version) if legacy[0] is not None else None
+        if part is None or not tags_equal(check, self._owner_commitment(part, version)):
+            return None
+        self._entries.write_new(owner_tag, version, part)
+        return part
 
     def _owner_commitment(self, keyset: OwnerKeyset, version: int) -> bytes:
         return keyset.commitment(version, self._vault_id)

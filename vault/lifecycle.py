@@ -27,8 +27,7 @@ class KeyLifecycle:
     def rotate(self, user_id: str) -> int:
         """Add a new key version for an owner and make it primary; returns it."""
         check_identifier(user_id, "user_id")
-        with self._store.transaction():
-            return self._keys.rotate_owner_keyset(user_id).primary
+        return self._keys.rotate_owner_keyset(user_id).primary  # reserves, then writes under the write lock
 
     def rewrap(self, user_id: str | None, batch: int, progress: Callable[[int], None] | None) -> int:
         """Re-wrap rows under older versions with the primary one, in committed batches; returns how many."""
@@ -93,13 +92,16 @@ class KeyLifecycle:
                     f"{sum(needed.values())} row(s) still use key version(s) {sorted(needed)}; run rewrap first")
             if old:
                 self._keys.retire_owner_versions(user_id, old)
+        self._keys.sweep(owner_tag)  # their entries, after the tombstones commit (again on a rerun, if it failed)
         return len(old)
 
     def shred(self, user_id: str, progress: Callable[[int], None] | None) -> int:
-        """Delete the owner's keyset from the keyring first, then every row of theirs; returns how many rows."""
+        """Tombstone every key version of the owner, delete their keyring entries, then every row of theirs;
+        returns how many rows. Run again after a failure, it finishes (the tombstones say what to delete)."""
         check_identifier(user_id, "user_id")
         check_progress(progress)
-        with self._store.transaction():  # serialised with rotate/retire, which read-modify-write the keyset
-            self._keys.delete_owner_keyset(user_id)
+        with self._store.transaction():  # serialised with rotation and first keys, which write under the lock
+            owner_tag = self._keys.destroy_owner(user_id)
+        self._keys.sweep(owner_tag)
         with self._counters.integrity_guard():
-            return self._store.delete_owner_rows(self._keys.index_key().owner_tag(user_id), progress)
+            return self._store.delete_owner_rows(owner_tag, progress)

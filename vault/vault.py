@@ -206,7 +206,7 @@ class Vault:
         """Counts of rows and bytes stored (in all and by key version), expired-but-uncollected rows, and this
         process's counters (reads, denials, integrity failures since open)."""
         return {**self._store.stats(self._now()), "counters": self._counters.snapshot(),
-                "keyring_backend": self._keys.backend_name}
+                **self._keys.stats()}
 
     def audit_tags(self, *, user_id: str | None = None, actor: str | None = None, channel: str | None = None,
                    turn_id: str | None = None) -> dict[str, str]:

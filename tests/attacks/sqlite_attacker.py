@@ -23,7 +23,8 @@ from tests.storage.sqlite.layouts import legacy_file
 COLUMNS = ("id", "owner_tag", "turn_tag", "key_version", "expires_at", "size_bytes", "wrapped_key", "metadata")
 SHIFT = 20  # a chunk's key is seq << SHIFT | index
 INDEX_MASK = (1 << SHIFT) - 1
-TABLES = ("chunks", "meta", "owner_keys", "owners", "rows", "summaries")  # every table the tamper matrix targets
+TABLES = ("chunks", "key_reservations", "key_tombstones", "meta", "owner_keys", "owners", "rows",
+          "summaries")  # every table the tamper matrix targets
 
 
 @dataclass(frozen=True)
@@ -271,6 +272,12 @@ class SqliteAttacker:
             connection.execute("INSERT OR REPLACE INTO owner_keys (owner_tag, version, check_value) VALUES (?, ?, ?)",
                                (owner_tag, version, value))
 
+    def recorded_key_versions(self) -> dict[str, list[int]]:
+        """Owner key versions the file records as committed and as tombstoned (every owner)."""
+        with self._connection() as connection:
+            return {"committed": [v for (v,) in connection.execute("SELECT version FROM owner_keys ORDER BY 1")],
+                    "tombstoned": [v for (v,) in connection.execute("SELECT version FROM key_tombstones ORDER BY 1")]}
+
     def set_all_commitments(self, value: object) -> None:
         """Overwrite every recorded owner key commitment with ``value``."""
         with self._connection() as connection:
@@ -279,7 +286,8 @@ class SqliteAttacker:
     # -- the tamper matrix -------------------------------------------------------------------------------------
     def cells(self, seq: int) -> list[Cell]:
         """Every stored value the tamper matrix targets: each column of row ``seq``, its summary and each of its
-        chunks, each ``meta`` entry, and the row owner's ``owner_keys`` and ``owners`` entries. A table this
+        chunks, each ``meta`` entry, and the row owner's ``owner_keys``, ``owners``, ``key_reservations`` and
+        ``key_tombstones`` entries. A table this
         helper does not know fails: a new table cannot go untested."""
         with self._connection() as connection:
             tables = tuple(sorted(name for (name,) in connection.execute(
@@ -295,7 +303,10 @@ class SqliteAttacker:
                        + [("chunks", f"chunk {pos & INDEX_MASK}", "pos = ?", (pos,)) for pos in positions]
                        + [("meta", name, "name = ?", (name,)) for name in names]
                        + [("owner_keys", f"v{v}", "owner_tag = ? AND version = ?", (owner_tag, v)) for v in versions]
-                       + [("owners", "owner", "owner_tag = ?", (owner_tag,))])
+                       + [("owners", "owner", "owner_tag = ?", (owner_tag,))]
+                       + [(table, f"v{v}", "owner_tag = ? AND version = ?", (owner_tag, v))
+                          for table in ("key_reservations", "key_tombstones") for (v,) in connection.execute(
+                              f"SELECT version FROM {table} WHERE owner_tag = ?", (owner_tag,))])
             return [Cell(table, label, column, where, params) for table, label, where, params in targets
                     for _, column, *_ in connection.execute(f"PRAGMA table_info({table})")]
 

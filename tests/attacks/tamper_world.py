@@ -15,9 +15,12 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import keyring.errors
+import pytest
+
 from keys.testing import MemoryKeyring
 from tests.support.clock import T0, FakeClock
-from vault import IntegrityError, NotFound, Principal, Vault
+from vault import IntegrityError, KeyUnavailable, NotFound, Principal, Vault
 
 PRINCIPALS = {"alice": Principal("alice", actor="planner"), "bob": Principal("bob")}
 TURNS = ("t", "u")
@@ -36,6 +39,19 @@ def open_vault(path: Path, ring: MemoryKeyring) -> Vault:
     return Vault.open(path, keyring_backend=ring, clock=FakeClock(T0), max_read=200_000)
 
 
+def abandon_a_rotation(vault: Vault, ring: MemoryKeyring, user_id: str) -> None:
+    """A rotation whose keyring write fails: its reserved version is left tombstoned, the keyset unchanged."""
+    def refuse(service: str, username: str, password: str) -> None:
+        raise keyring.errors.KeyringLocked("locked for the test")
+
+    ring.set_password = refuse
+    try:
+        with pytest.raises(KeyUnavailable):
+            vault.rotate_owner_key(user_id)
+    finally:
+        del ring.set_password
+
+
 def build_world(root: Path, layout: str, attacker_for: Callable) -> dict:
     """Vaults A and B under ``root`` in files of ``layout``: made by this scratchvault (rows found by the seq their
     id names) or before schema 3 (found by an index on ids); with what every read path returned."""
@@ -49,6 +65,7 @@ def build_world(root: Path, layout: str, attacker_for: Callable) -> dict:
                "json": a.put(alice, "t", 2, "ls", {"entries": list(range(50)), "count": 50}).id,
                "blob": a.put(alice, "u", 1, "download", bytes(range(256)) * 300).id,
                "bob": a.put(bob, "t", 1, "web.fetch", "bob's page " * 100).id}
+        abandon_a_rotation(a, ring, "alice")  # so alice has a reservation and a tombstone to tamper with too
         pristine = {(who, i, name): call(a, p, i) for who, p in PRINCIPALS.items() for i in ids.values()
                     for name, call in PATHS.items() if (who == "bob") == (i == ids["bob"])}
         lists = {(who, turn): a.list_for_turn(p, turn) for who, p in PRINCIPALS.items() for turn in TURNS}

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import pytest
 
+from tests.support.keyring_entries import owner_key_entries
 from vault import IntegrityError, KeyUnavailable, NotFound, Vault
 
 CONTENT = "".join(f"old page line {i}\n" for i in range(8000))  # ~140 KB: three chunks
@@ -128,7 +129,7 @@ def test_old_copy_does_not_open_once_the_owners_keys_are_destroyed(vault, alice,
     """Detected, in effect: crypto-shredding (the owner's keyset removed from the keyring) defeats every old copy;
     other owners are unaffected."""
     rep, copy = doomed
-    (alice_entry,) = [k for k in keyring_backend.secrets if k[0].endswith("/owner")]  # only alice has keys yet
+    (alice_entry,) = owner_key_entries(keyring_backend.secrets)  # only alice has keys yet
     bob_row = vault.put(bob, "t", 1, "tool", "bob stays")
     vault.delete(alice, rep.id)
     attacker.restore_row(copy)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.attacks.sqlite_attacker import TABLES
 from tests.attacks.tamper_world import (
     ANY_DENIAL,
     INTEGRITY,
@@ -176,7 +177,6 @@ def test_parts_moved_between_two_turns_of_one_owner_are_detected(world, tmp_path
 
 
 # -- the tamper matrix: every column of every table ------------------------------------------------------------------
-TABLES = ("chunks", "meta", "owner_keys", "owners", "rows", "summaries")
 ROW_PARTS = ("rows", "summaries", "chunks")
 
 

@@ -250,22 +250,27 @@ def test_delete_failure_does_not_affect_row_delete(error, db_path, keyring_backe
 
 
 def test_keyring_that_drops_owner_keys_is_caught_at_first_put(db_path, attacker, clock):
-    dropping = FaultyKeyring(drop="/owner")
+    dropping = FaultyKeyring(drop="/owner-key")
     with reopen(db_path, dropping, clock) as v:
         # caught by the read-back at the first put, and never a fresh key silently made on a later one
         expect_unavailable(lambda: v.put(ALICE, "t", 1, "x", "lost?"), lambda: v.put(ALICE, "t", 2, "x", "lost?"))
         assert v.stats()["rows"] == 0 and v.list_for_turn(ALICE, "t") == []
-    assert len(attacker.commitments()) == 0 and entry(dropping, "owner") is None
+    assert len(attacker.commitments()) == 0 and entry(dropping, "owner-key") is None
 
 
-def test_keyset_written_despite_timeout_is_committed_on_next_put(db_path, clock):
-    kr = FaultyKeyring(lost_reply="/owner")
+def test_key_written_despite_a_timeout_is_never_adopted_but_deleted(db_path, clock, attacker):
+    """The keyring did the write but its reply was lost: that version's reservation is tombstoned, the next put
+    makes the next version, and the orphan entry is deleted, never used (issue 13, finding 1)."""
+    kr = FaultyKeyring(lost_reply="/owner-key")
     with reopen(db_path, kr, clock) as v:
         with pytest.raises(KeyUnavailable):
             v.put(ALICE, "t", 1, "x", "first")
+        assert next(user for service, user in kr.secrets if service.endswith("/owner-key")).endswith(".1")
         row = v.put(ALICE, "t", 2, "x", "second").id
-    kr.secrets[entry(kr, "owner")] = json.dumps(
-        {"format": "scratchvault-keyset/1", "primary": 1, "keys": {"1": base64.b64encode(os.urandom(32)).decode()}})
+        assert [user[-2:] for service, user in kr.secrets if service.endswith("/owner-key")] == [".2"]
+        assert attacker.recorded_key_versions() == {"committed": [2], "tombstoned": [1]}
+    name = entry(kr, "owner-key")
+    kr.secrets[name] = json.dumps({"format": "scratchvault-key/1", "key": base64.b64encode(os.urandom(32)).decode()})
     with reopen(db_path, kr, clock) as v, pytest.raises(KeyUnavailable):
         v.get(ALICE, row)  # a swapped key must be detected, not look like a tampered file
 
@@ -288,12 +293,14 @@ GARBAGE = {
     "not-a-dict": json.dumps([1, 2]),
     "non-str-value": b"\x01" * 32,
     "deeply-nested": "[" * 100_000,
+    "single-31-byte-key": json.dumps({"format": "scratchvault-key/1", "key": base64.b64encode(bytes(31)).decode()}),
+    "a-whole-keyset": keyset(1, {"1": B64_32}),
 }
 
 
 @pytest.mark.parametrize("garbage", GARBAGE.values(), ids=GARBAGE.keys())
 def test_garbage_owner_entry_is_key_unavailable_and_kept(garbage, db_path, keyring_backend, clock, filled):
-    name = entry(keyring_backend, "owner")
+    name = entry(keyring_backend, "owner-key")
     good, keyring_backend.secrets[name] = keyring_backend.secrets[name], garbage
     with reopen(db_path, keyring_backend, clock) as v:
         expect_unavailable(lambda: v.get(ALICE, filled[0]), lambda: v.list_for_turn(ALICE, "t1"),
@@ -316,7 +323,7 @@ def test_garbage_index_entry_is_key_unavailable_at_open(garbage, db_path, keyrin
 def test_garbage_detected_on_next_cache_miss_in_a_live_vault(db_path, keyring_backend, clock):
     with reopen(db_path, keyring_backend, clock, key_cache_seconds=1e-6) as v:
         row = v.put(ALICE, "t", 1, "x", TEXT).id
-        name = entry(keyring_backend, "owner")
+        name = entry(keyring_backend, "owner-key")
         good, keyring_backend.secrets[name] = keyring_backend.secrets[name], GARBAGE["31-byte-key"]
         expect_unavailable(lambda: v.get(ALICE, row), keyrings=[keyring_backend])
         keyring_backend.secrets[name] = good
@@ -324,7 +331,7 @@ def test_garbage_detected_on_next_cache_miss_in_a_live_vault(db_path, keyring_ba
 
 
 def test_deleted_owner_keyset_never_replaced_by_a_new_key(db_path, keyring_backend, clock, filled):
-    name = entry(keyring_backend, "owner")
+    name = entry(keyring_backend, "owner-key")
     good = keyring_backend.secrets.pop(name)
     with reopen(db_path, keyring_backend, clock) as v:
         expect_unavailable(lambda: v.get(ALICE, filled[0]), lambda: v.list_for_turn(ALICE, "t1"),
@@ -340,19 +347,19 @@ def test_owner_without_rows_but_with_commitment_gets_no_new_key(db_path, keyring
     with reopen(db_path, keyring_backend, clock) as v:
         for row in filled:
             v.delete(ALICE, row)
-    del keyring_backend.secrets[entry(keyring_backend, "owner")]
+    del keyring_backend.secrets[entry(keyring_backend, "owner-key")]
     with reopen(db_path, keyring_backend, clock) as v:
         expect_unavailable(lambda: v.put(ALICE, "t1", 3, "x", "new"), keyrings=[keyring_backend])
         assert v.stats()["rows"] == 0
-    assert entry(keyring_backend, "owner") is None
+    assert entry(keyring_backend, "owner-key") is None
 
 
 @pytest.mark.parametrize("replacement", [
+    json.dumps({"format": "scratchvault-key/1", "key": B64_32}),
     keyset(1, {"1": B64_32}),
-    keyset(2, {"2": B64_32}),
-], ids=["same-version", "other-version"])
+], ids=["other-key", "old-layout"])
 def test_replaced_owner_keyset_is_key_unavailable(replacement, db_path, keyring_backend, clock, filled):
-    name = entry(keyring_backend, "owner")
+    name = entry(keyring_backend, "owner-key")
     good, keyring_backend.secrets[name] = keyring_backend.secrets[name], replacement
     with reopen(db_path, keyring_backend, clock) as v:
         expect_unavailable(lambda: v.get(ALICE, filled[0]), lambda: v.read(ALICE, filled[1]),  # not Integrity/NotFound

@@ -9,11 +9,13 @@ import time
 
 import pytest
 from keyring.backend import KeyringBackend
+from keyring.errors import KeyringLocked
 
 from keys.keyring_edge import KeyringEdge
 from keys.secret import Secret
 from keys.testing import MemoryKeyring
-from vault import InvalidArgument, KeyUnavailable, NotFound, Principal, Vault
+from tests.support.keyring_entries import owner_key_entries
+from vault import InvalidArgument, KeyUnavailable, NotFound, Principal, Vault, storage
 
 ALICE = Principal("alice")
 
@@ -37,7 +39,7 @@ KeyringBackend._classes.discard(GatedKeyring)
 
 
 def owner_entries(ring: MemoryKeyring) -> list[tuple[str, str]]:
-    return [name for name in ring.secrets if name[0].endswith("/owner")]
+    return owner_key_entries(ring.secrets)
 
 
 def test_a_shred_during_a_rotation_is_not_undone_by_it(db_path):
@@ -60,15 +62,51 @@ def test_a_shred_during_a_rotation_is_not_undone_by_it(db_path):
             second.get(ALICE, row)
 
 
+def test_a_rotation_that_timed_out_and_lands_after_a_shred_brings_back_no_key(db_path, tmp_path):
+    """Issue 13, finding 1: process 1's rotation hangs on the keyring and gives up; process 2 shreds the owner; the
+    hung write lands afterwards. It holds only the one version it was writing, reserved in the file and tombstoned
+    since: a backup from before the shred stays unreadable, the owner's next put makes a new version, and the late
+    entry is deleted on sight and counted. (Two vaults with their own keyring edges: two processes.)"""
+    ring = GatedKeyring()
+    with Vault.open(db_path, keyring_backend=ring, keyring_timeout=0.2) as first, \
+            Vault.open(db_path, keyring_backend=ring) as second:
+        row = first.put(ALICE, "t", 1, "x", "secret before the shred").id
+        copy = tmp_path / "before-shred.db"
+        storage.backup(db_path, copy)
+        ring.armed = True
+        with pytest.raises(KeyUnavailable, match="did not answer"):
+            first.rotate_owner_key("alice")
+        assert ring.waiting.wait(5)
+        ring.armed = False
+        assert second.shred_owner("alice") == 1
+        assert owner_entries(ring) == []
+        ring.gate.set()  # the hung write lands now
+        deadline = time.monotonic() + 5
+        while not owner_entries(ring) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        ((_, late),) = owner_entries(ring)
+        assert late.endswith(".2")  # the version the rotation had reserved: never the destroyed version 1
+        with Vault.open(copy, keyring_backend=ring) as old, pytest.raises(KeyUnavailable):
+            old.get(ALICE, row)  # the backup's version 1 is gone for good
+        fresh = second.put(ALICE, "t", 2, "x", "under a new key").id
+        assert [user[-2:] for _, user in owner_entries(ring)] == [".3"]  # the late entry deleted, not adopted
+        assert second.stats()["keyring_entries_destroyed_on_sight"] == 1
+        assert first.get(ALICE, fresh).content == "under a new key"
+        with pytest.raises(NotFound):
+            second.get(ALICE, row)
+    with Vault.open(copy, keyring_backend=ring) as old, pytest.raises(KeyUnavailable):
+        old.get(ALICE, row)
+
+
 def test_a_stale_cache_after_shred_and_re_creation_neither_wraps_nor_reads_with_the_old_key(db_path):
     ring = MemoryKeyring()
     with Vault.open(db_path, keyring_backend=ring) as stale, Vault.open(db_path, keyring_backend=ring) as other:
         stale.put(ALICE, "t", 1, "x", "cached the keyset")
         other.shred_owner("alice")
-        fresh_row = other.put(ALICE, "t", 2, "x", "under alice's new key 1").id  # version numbers restart
+        fresh_row = other.put(ALICE, "t", 2, "x", "under alice's new key 2").id  # versions are never reused
         late_row = stale.put(ALICE, "t", 3, "x", "from the stale process").id
         assert other.get(ALICE, late_row).content == "from the stale process"
-        assert stale.get(ALICE, fresh_row).content == "under alice's new key 1"
+        assert stale.get(ALICE, fresh_row).content == "under alice's new key 2"
         assert stale.stats()["counters"]["integrity_failures"] == 0
 
 
@@ -93,27 +131,47 @@ def test_a_timed_out_keyring_write_blocks_further_writes_to_that_entry_until_it_
     assert ring.get_password("svc", "entry") == "second"
 
 
-def test_a_retirement_whose_commit_was_lost_heals_when_no_row_needs_the_version(db_path, attacker, keyring_backend):
-    with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
+class RefusingDeletes(MemoryKeyring):
+    """A keyring that refuses every delete while ``refusing`` is set (a locked collection)."""
+
+    refusing = False
+
+    def delete_password(self, service, username):
+        if self.refusing:
+            raise KeyringLocked("locked for the test")
+        super().delete_password(service, username)
+
+
+KeyringBackend._classes.discard(RefusingDeletes)
+
+
+def test_a_retirement_whose_keyring_delete_failed_finishes_on_the_next_one(db_path, attacker):
+    """The tombstones commit before the entries are deleted: a failed delete leaves the version destroyed for the
+    vault (never loaded or adopted again) and the next retirement deletes its entry."""
+    ring = RefusingDeletes()
+    with Vault.open(db_path, keyring_backend=ring) as vault:
         row = vault.put(ALICE, "t", 1, "x", "kept").id
         vault.rotate_owner_key("alice")
         vault.rewrap("alice")
-        (old_check,) = [value for _, version, value in attacker.commitments() if version == 1]
-        vault.retire_old_key_versions("alice")
-    ((owner_tag, _, _),) = attacker.commitments()  # as if the keyring write landed but the forget never committed
-    attacker.record_commitment(owner_tag, 1, old_check)
-    with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
+        ring.refusing = True
+        with pytest.raises(KeyUnavailable):
+            vault.retire_old_key_versions("alice")
+        assert [user[-2:] for _, user in owner_entries(ring)] == [".1", ".2"]  # the entry is still there
+        assert attacker.recorded_key_versions() == {"committed": [2], "tombstoned": [1]}
+        ring.refusing = False
+        assert vault.retire_old_key_versions("alice") == 0  # nothing left to retire, but the entry goes
+        assert [user[-2:] for _, user in owner_entries(ring)] == [".2"]
         assert vault.get(ALICE, row).content == "kept"
         assert vault.rotate_owner_key("alice") == 3
-    assert [version for _, version, _ in attacker.commitments()] == [2, 3]
 
 
 def test_a_missing_version_that_rows_still_need_is_key_unavailable(db_path, keyring_backend):
     with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
         row = vault.put(ALICE, "t", 1, "x", "needs v1").id
         vault.rotate_owner_key("alice")
-    entry = owner_entries(keyring_backend)[0]
-    keyring_backend.secrets[entry] = keyring_backend.secrets[entry].replace('"1": ', '"9": ', 1)
+    first = owner_entries(keyring_backend)[0]
+    assert first[1].endswith(".1")
+    del keyring_backend.secrets[first]
     with Vault.open(db_path, keyring_backend=keyring_backend) as vault, pytest.raises(KeyUnavailable):
         vault.get(ALICE, row)
 

@@ -29,7 +29,7 @@ def services(db_path) -> tuple[str, str]:
     if vault_id is None:
         raise LookupError(f"no vault in {db_path}")
     prefix = f"scratchvault/{vault_id.hex()}"
-    return prefix + "/index", prefix + "/owner"
+    return prefix + "/index", prefix + "/owner-key"
 
 
 def forget_entries(backend, db_paths, users) -> None:
@@ -42,7 +42,7 @@ def forget_entries(backend, db_paths, users) -> None:
         except (LookupError, VaultError):  # no vault was created in this file
             continue
         try:
-            names = [owner_username(backend.get_password, index, u.user_id) for u in users]
+            names = [owner_username(backend.get_password, index, u.user_id, v) for u in users for v in range(1, 6)]
         except KeyUnavailable:  # no index key: no owner entry can exist either
             names = []
         for service, user in [*((owner, name) for name in names), (index, "index")]:
@@ -151,10 +151,10 @@ class VaultContract:
         open_vault().put(alice, "t", 1, "tool", TEXT)
         index, owner = services(db_path)
         assert index.startswith("scratchvault/") and owner.startswith("scratchvault/")
-        keyset = json.loads(backend.get_password(owner, owner_username(backend.get_password, index, alice.user_id)))
+        owner_key = json.loads(backend.get_password(owner, owner_username(backend.get_password, index, alice.user_id)))
         index_key = json.loads(backend.get_password(index, "index"))
-        assert keyset["format"] == "scratchvault-keyset/1" and index_key["format"] == "scratchvault-key/1"
-        raw = [base64.b64decode(k) for k in (*keyset["keys"].values(), index_key["key"])]
+        assert owner_key["format"] == index_key["format"] == "scratchvault-key/1"
+        raw = [base64.b64decode(k) for k in (owner_key["key"], index_key["key"])]
         assert all(len(k) == 32 for k in raw)
         stored = b"".join(p.read_bytes() for p in db_path.parent.iterdir() if p.name.startswith(db_path.name))
         assert not any(k in stored or k.hex().encode() in stored for k in raw)

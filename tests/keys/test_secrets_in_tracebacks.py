@@ -81,15 +81,15 @@ def test_a_keyring_entry_that_fails_its_checks_leaves_no_key_in_the_traceback(db
     with Vault.open(db_path, keyring_backend=ring, clock=clock) as vault:
         row = vault.put(ALICE, "t", 1, "x", "hello").id
     seen = key_texts(ring)
-    (owner_entry,) = [entry for entry in ring.secrets if entry[0].endswith("/owner")]
+    (owner_entry,) = [entry for entry in ring.secrets if entry[0].endswith("/owner-key")]
     (index_entry,) = [entry for entry in ring.secrets if entry[0].endswith("/index")]
     good_owner, good_index = ring.secrets[owner_entry], ring.secrets[index_entry]
     document = json.loads(good_owner)
     other = base64.b64encode(bytes(range(32))).decode()
     damaged_owner = {
-        "replaced": json.dumps({**document, "keys": {"1": other}}),
+        "replaced": json.dumps({**document, "key": other}),
         "extra member": json.dumps({**document, "note": 1}),
-        "bad version": json.dumps({**document, "keys": {"01": document["keys"]["1"]}}),
+        "old layout": json.dumps({"format": "scratchvault-keyset/1", "primary": 1, "keys": {"1": document["key"]}}),
     }
     for name, entry in damaged_owner.items():
         ring.secrets[owner_entry] = entry

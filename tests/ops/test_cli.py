@@ -151,7 +151,7 @@ def test_invalid_arguments_exit_2_and_store_nothing(cli, tmp_path):
 def test_deleted_keyring_entries_are_exit_3(cli):
     row = cli.put()
     secrets = load(cli.keyring)
-    save(cli.keyring, {name: value for name, value in secrets.items() if "/owner\0" not in name})
+    save(cli.keyring, {name: value for name, value in secrets.items() if "/owner-key\0" not in name})
     assert_fails(cli.run("read", "--user", USER, row), 3, "KeyUnavailable")
     save(cli.keyring, {})
     assert_fails(cli.run("stats"), 3, "KeyUnavailable")
@@ -221,7 +221,7 @@ def test_keys_rotate_rewrap_retire_shred(cli):
     assert cli.ok("keys", "retire", "--user", USER).strip() == "retired 1 key version(s)"
     assert cli.ok("read", "--user", USER, row, "--n", "6") == CONTENT[:6] + "\n"
     assert "deleted 1 row(s)" in cli.ok("keys", "shred", "--user", USER, "--yes")
-    assert not any("/owner\0" in name for name in load(cli.keyring))
+    assert not any("/owner-key\0" in name for name in load(cli.keyring))
     assert_fails(cli.run("read", "--user", USER, row), 1, "NotFound")
 
 

@@ -1,4 +1,4 @@
-"""The vault's keyring entries as a test reads them: the index key, and the entry name of an owner's keyset."""
+"""The vault's keyring entries as a test reads them: the index key, and the entry names of owner key versions."""
 
 from __future__ import annotations
 
@@ -14,6 +14,18 @@ def index_key_from(get_password: Callable[[str, str], str | None], index_service
     return IndexKey(parse_single_key(Secret(get_password(index_service, "index")), "index key"))
 
 
-def owner_username(get_password: Callable[[str, str], str | None], index_service: str, user_id: str) -> str:
-    """The keyring user name of an owner's keyset: its owner tag in hex (it needs the vault's index key)."""
-    return index_key_from(get_password, index_service).owner_tag(user_id).hex()
+def owner_username(get_password: Callable[[str, str], str | None], index_service: str, user_id: str,
+                   version: int = 1) -> str:
+    """The keyring user name of one owner key version: the owner tag in hex (it needs the vault's index key), a
+    dot, the version."""
+    return f"{index_key_from(get_password, index_service).owner_tag(user_id).hex()}.{version}"
+
+
+def is_owner_key_entry(service: str) -> bool:
+    """Whether a keyring service is the one holding owner key versions (one write-once entry per version)."""
+    return service.endswith("/owner-key")
+
+
+def owner_key_entries(names: object) -> list[tuple[str, str]]:
+    """The (service, user) names among ``names`` that hold owner key versions, sorted."""
+    return sorted(name for name in names if is_owner_key_entry(name[0]))

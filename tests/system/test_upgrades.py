@@ -1,12 +1,15 @@
 """Upgrades: files made before schema 3 (every layout since the first) used for everything by this code; the
-previous release (5869981, schema 2) still running while this one raises the schema; the previous release
-meeting a file made at schema 3. threat_model.md, "Row ids"; README, "Upgrading". An altered id in such a file is
+previous release (8c9bad0, schema 3: one mutable keyring entry per owner) still running while this one raises the
+schema and moves its keys to write-once entries; the previous release meeting a file made at schema 4.
+threat_model.md, "Row ids" and "Keyring entries"; README, "Upgrading". An altered id in such a file is
 tests/attacks/test_row_ids.py."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -16,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from tests.storage.sqlite.layouts import first_layout, legacy_file, user_version
-from tests.support.file_keyring import FileKeyring
+from tests.support.file_keyring import FileKeyring, load, save
 from tests.support.repository import ROOT
 from vault import NotFound, Principal, Vault
 
-PREVIOUS = "5869981"  # the last commit before row ids named their seq: SCHEMA_VERSION 2, random ids, id index
+PREVIOUS = "8c9bad0"  # the last commit before write-once keyring entries: SCHEMA_VERSION 3, one keyset entry per owner
 ALICE, BOB = Principal("alice"), Principal("bob")
 
 
@@ -28,8 +31,11 @@ ALICE, BOB = Principal("alice"), Principal("bob")
 CHILD = r"""
 import json, sys
 from vault import Principal, Vault, VaultError
-from vault.store import SCHEMA_VERSION  # the previous release's layout
-from tests.support.file_keyring import FileKeyring
+try:
+    from vault.storage.sqlite.schema import SCHEMA_VERSION  # the previous release's layout (8c9bad0 and later)
+except ImportError:
+    from vault.store import SCHEMA_VERSION  # 5869981
+from tests.support.file_keyring import FileKeyring, load, save
 try:
     vault = Vault.open(sys.argv[1], keyring_backend=FileKeyring())
     print(json.dumps(SCHEMA_VERSION), flush=True)
@@ -49,6 +55,8 @@ for line in sys.stdin:
             out = sorted(r.id for r in vault.list_for_turn(Principal(args[0]), "t"))
         elif op == "extend":
             out = vault.extend_turn(Principal(args[0]), "t", args[1])
+        elif op == "rotate":
+            out = vault.rotate_owner_key(args[0])
         elif op == "rewrap":
             out = vault.rewrap(args[0])
         elif op == "gc":
@@ -107,50 +115,65 @@ def ring(tmp_path, monkeypatch) -> Path:
 
 
 # -- the previous release and this one on one file ------------------------------------------------------------------
-def test_the_previous_release_still_running_when_the_schema_is_raised_shares_every_row(previous_tree, ring, db_path,
-                                                                                      attacker):
-    old = Previous(previous_tree, db_path, ring)  # it makes the file: schema 2, unique index on ids
+def owner_entries(ring: Path) -> dict[str, list[str]]:
+    """The owner key entries in the test keyring file, by layout: one mutable keyset per owner (schema 3 and
+    before) or one write-once entry per version (schema 4)."""
+    names = [name.split("\0") for name in load(ring)]
+    return {"keysets": sorted(user for service, user in names if service.endswith("/owner")),
+            "versions": sorted(user for service, user in names if service.endswith("/owner-key"))}
+
+
+def test_this_release_moves_the_previous_ones_keys_to_write_once_entries_and_it_then_fails_closed(
+        previous_tree, ring, db_path, attacker):
+    """Issue 13, finding 1, across the upgrade: the previous release (schema 3, one mutable keyset entry per owner)
+    makes the file and is still running when this one raises the schema. Every row reads here; an owner's recorded
+    versions are copied to their own entries on first use and the old entry deleted; the old process, once it must
+    go to the keyring for moved keys, gets KeyUnavailable (never another key); an owner it makes is moved too; a
+    late write of an old keyset entry with an extra version is never adopted."""
+    old = Previous(previous_tree, db_path, ring)
     try:
-        assert old.opened == 2
+        assert old.opened == 3
         a1 = old("put", "alice", 1, "old one")
+        assert old("rotate", "alice") == 2
+        a2 = old("put", "alice", 2, "old two")
+        assert owner_entries(ring)["keysets"] and not owner_entries(ring)["versions"]
         with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
-            assert user_version(db_path) == 3 and new._store._ids_indexed is True
-            n2 = new.put(ALICE, "t", 2, "x", "new two").id
-            assert new.get(ALICE, a1).content == "old one" and old("get", "alice", n2) == "new two"
-            a3 = old("put", "alice", 3, "old three")  # a random id, written after the raise
-            assert new.get(ALICE, a3).content == "old three"
-            assert old("list", "alice") == sorted(r.id for r in new.list_for_turn(ALICE, "t")) == sorted([a1, n2, a3])
-            # a seq reused across releases: the old one deletes the top row, the new one takes its seq
-            assert old("delete", "alice", a3) is None
-            n4 = new.put(ALICE, "t", 4, "x", "new four").id
-            assert attacker.seq_of(n4) == 3
-            with pytest.raises(NotFound):
-                new.get(ALICE, a3)
-            assert old("get", "alice", a3) == {"error": "NotFound"} and old("get", "bob", n4) == {"error": "NotFound"}
-            assert old("get", "alice", n4) == "new four"
-            # rotation here, rewrap and extend there, retirement here: every row still reads on both sides
-            new.rotate_owner_key("alice")
-            assert old("rewrap", "alice") == 3 and old("extend", "alice", 7200) == 3
-            assert new.retire_old_key_versions("alice") == 1
-            assert [new.get(ALICE, i).content for i in (a1, n2, n4)] == ["old one", "new two", "new four"]
-            assert [old("get", "alice", i) for i in (a1, n2, n4)] == ["old one", "new two", "new four"]
-            new.delete(ALICE, n2)
-            assert old("get", "alice", n2) == {"error": "NotFound"}
-            assert old("gc", 4e9) == 2 and attacker.counts() == (0, 0, 0)
-            assert new.list_for_turn(ALICE, "t") == []
+            assert user_version(db_path) == 4
+            assert [new.get(ALICE, i).content for i in (a1, a2)] == ["old one", "old two"]
+            assert owner_entries(ring) == {"keysets": [], "versions": sorted(
+                name for name in owner_entries(ring)["versions"] if name[-2:] in (".1", ".2"))}
+            assert len(owner_entries(ring)["versions"]) == 2
+            n3 = new.put(ALICE, "t", 3, "x", "new three").id
+            assert old("rotate", "alice") == {"error": "KeyUnavailable"}  # its keyset entry is gone: fails closed
+            c1 = old("put", "carol", 1, "carol's")  # a new owner, in the old layout
+            assert new.get(Principal("carol"), c1).content == "carol's"
+            assert owner_entries(ring)["keysets"] == [] and len(owner_entries(ring)["versions"]) == 3
+            # a hung write of the previous release lands late: alice's old keyset plus a version never recorded
+            secrets = load(ring)
+            (index,) = [name.split("\0")[0] for name in secrets if name.endswith("\0index")]
+            tag = owner_entries(ring)["versions"][0].split(".")[0]
+            forged = {"format": "scratchvault-keyset/1", "primary": 3,
+                      "keys": {"3": base64.b64encode(os.urandom(32)).decode()}}
+            save(ring, {**secrets, f"{index[:-len('/index')]}/owner\0{tag}": json.dumps(forged)})
+            assert new.rotate_owner_key("alice") == 3
+            assert [new.get(ALICE, i).content for i in (a1, a2, n3)] == ["old one", "old two", "new three"]
+            new.rewrap("alice")
+            assert new.retire_old_key_versions("alice") == 2
+            assert owner_entries(ring)["keysets"] == []  # the late old-layout entry went with the retired keys
     finally:
         old.close()
 
 
-def test_the_previous_release_refuses_a_file_made_at_schema_3_and_leaves_it_as_it_is(previous_tree, ring, db_path,
+def test_the_previous_release_refuses_a_file_made_at_schema_4_and_leaves_it_as_it_is(previous_tree, ring, db_path,
                                                                                      attacker):
     with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
         row = new.put(ALICE, "t", 1, "x", "kept").id
     before = attacker.counts()
     old = Previous(previous_tree, db_path, ring)
     old.close()
-    assert old.opened["error"] == "StorageError" and "newer scratchvault" in old.opened["message"]
-    assert user_version(db_path) == 3 and attacker.counts() == before
+    # it meets tables it does not know before it reads the version (README, "Upgrading": upgrade, do not restore)
+    assert old.opened["error"] == "IntegrityError" and "schema objects" in old.opened["message"]
+    assert user_version(db_path) == 4 and attacker.counts() == before
     with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
         assert new.get(ALICE, row).content == "kept"
 

@@ -101,7 +101,7 @@ def test_integrity_key_unavailable_and_invalid_outcomes(vault, audit, attacker, 
         vault.read(CAROL, row, mode="everything")
     with pytest.raises(InvalidArgument):
         vault.put(CAROL, TURN, -1, EXEC, "x")
-    owner_entries = [name for name in keyring_backend.secrets if name[0].endswith("/owner")]
+    owner_entries = [name for name in keyring_backend.secrets if name[0].endswith("/owner-key")]
     for name in owner_entries:
         del keyring_backend.secrets[name]
     vault._keys.forget(USER)

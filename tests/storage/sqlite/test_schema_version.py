@@ -14,12 +14,12 @@ from vault.storage.sqlite.schema import SCHEMA_VERSION
 
 
 @pytest.mark.parametrize("old_version", [1, 2])
-def test_a_file_from_before_version_3_is_raised_to_3_and_keeps_its_index_on_ids(db_path, attacker, keyring_backend,
-                                                                                  clock, old_version):
-    assert SCHEMA_VERSION == 3
+def test_a_file_from_before_version_3_is_raised_to_the_current_one_and_keeps_its_index_on_ids(
+        db_path, attacker, keyring_backend, clock, old_version):
+    assert SCHEMA_VERSION == 4
     legacy_file(db_path, old_version)
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
-        assert user_version(db_path) == 3
+        assert user_version(db_path) == SCHEMA_VERSION
         row = vault.put(Principal("alice"), "t", 1, "x", "kept").id
     attacker.shift_rows(1000)  # a row as version 2 wrote it: moved, found by its id alone
     assert id_indexes(db_path) == ["sqlite_autoindex_rows_1"]
@@ -33,7 +33,7 @@ def test_a_new_file_has_no_index_on_row_ids(db_path, keyring_backend, clock):
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
         row = vault.put(Principal("alice"), "t", 1, "x", "kept").id
         assert vault.get(Principal("alice"), row).content == "kept"
-    assert user_version(db_path) == 3
+    assert user_version(db_path) == SCHEMA_VERSION
     assert id_indexes(db_path) == []
 
 

@@ -1,13 +1,26 @@
-"""Key commitments and the owner registry in the SQLite file (``keys.KeyCommitments``)."""
+"""Key commitments, version reservations, tombstones and the owner registry in the SQLite file
+(``keys.KeyCommitments``; threat_model.md, "Keyring entries")."""
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
+from vault.errors import StorageError
 from vault.storage.sqlite.schema import blob
 
 if TYPE_CHECKING:
     from vault.storage.sqlite.store import SqliteStore
+
+# every version an owner tag ever had: reserved, committed, or destroyed (versions are never reused)
+_TOP_VERSION = ("SELECT max(v) FROM (SELECT max(version) AS v FROM key_reservations WHERE owner_tag = ?1 "
+                "UNION ALL SELECT max(version) FROM owner_keys WHERE owner_tag = ?1 "
+                "UNION ALL SELECT max(version) FROM key_tombstones WHERE owner_tag = ?1)")
+_ABANDON = ("INSERT OR IGNORE INTO key_tombstones (owner_tag, version, check_value, swept) "
+            "SELECT owner_tag, version, x'', 0 FROM key_reservations r WHERE owner_tag = ? AND reserved_at < ? "
+            "AND NOT EXISTS (SELECT 1 FROM owner_keys k WHERE k.owner_tag = r.owner_tag AND k.version = r.version)")
+_LIVE = ("SELECT version, check_value FROM owner_keys WHERE owner_tag = ?1 "
+         "AND version NOT IN (SELECT version FROM key_tombstones WHERE owner_tag = ?1)")
 
 
 class SqliteCommitments:
@@ -16,26 +29,72 @@ class SqliteCommitments:
     def __init__(self, store: SqliteStore) -> None:
         self._store = store
 
+    def locked(self) -> AbstractContextManager[object]:
+        """A write transaction: the database write lock, held until the block ends."""
+        return self._store.transaction()
+
     def owner_commitments(self, owner_tag: bytes) -> dict[int, bytes]:
-        """Stored key commitments of an owner, by version."""
-        found = self._store.query("SELECT version, check_value FROM owner_keys WHERE owner_tag = ?", (owner_tag,))
-        return {version: blob(value) for version, value in found}
+        """Stored key commitments of an owner's live versions (never one a tombstone names), by version."""
+        return {version: blob(value) for version, value in self._store.query(_LIVE, (owner_tag,))}
+
+    def reserve_owner_version(self, owner_tag: bytes, now: float, abandon_before: float) -> int:
+        """Reserve the owner's next key version in a transaction of its own, committed before any key is written
+        (never inside another: the reservation must outlive a write that fails). Reservations older than
+        ``abandon_before`` that never got a commitment are tombstoned on the way: their writers gave up."""
+        if self._store.in_transaction():
+            raise StorageError("a key version cannot be reserved inside another write transaction")
+        with self._store.transaction() as tx:
+            tx.connection.execute(_ABANDON, (owner_tag, abandon_before))
+            top = tx.connection.execute(_TOP_VERSION, (owner_tag,)).fetchone()[0]
+            version = (top or 0) + 1
+            tx.connection.execute("INSERT INTO key_reservations (owner_tag, version, reserved_at) VALUES (?, ?, ?)",
+                                  (owner_tag, version, now))
+        return version
+
+    def version_pending(self, owner_tag: bytes, version: int) -> bool:
+        """Whether ``version`` is reserved and neither committed nor tombstoned (its key may be written now)."""
+        return bool(self._store.query(
+            "SELECT 1 FROM key_reservations r WHERE owner_tag = ?1 AND version = ?2 "
+            "AND NOT EXISTS (SELECT 1 FROM owner_keys WHERE owner_tag = ?1 AND version = ?2) "
+            "AND NOT EXISTS (SELECT 1 FROM key_tombstones WHERE owner_tag = ?1 AND version = ?2)",
+            (owner_tag, version)))
 
     def record_owner_commitment(self, owner_tag: bytes, version: int, value: bytes, sealed_name: bytes) -> None:
         """Record an owner key commitment and register the owner."""
         self._store.atomic([("INSERT OR IGNORE INTO owner_keys (owner_tag, version, check_value) VALUES (?, ?, ?)",
-                       (owner_tag, version, value)),
-                      ("INSERT OR IGNORE INTO owners (owner_tag, sealed_name) VALUES (?, ?)",
-                       (owner_tag, sealed_name))])
+                             (owner_tag, version, value)),
+                            ("INSERT OR IGNORE INTO owners (owner_tag, sealed_name) VALUES (?, ?)",
+                             (owner_tag, sealed_name))])
 
-    def forget_owner_commitments(self, owner_tag: bytes, versions: set[int] | None) -> None:
-        """Drop commitments of retired versions; None drops all of them and the owner's registration."""
+    def tombstone_owner_versions(self, owner_tag: bytes, versions: set[int] | None) -> None:
+        """Destroy ``versions`` in the database: a tombstone each (with its commitment, if it had one), the
+        commitment dropped. None: every version the owner ever had or reserved, and the owner's registration."""
+        everything = versions is None
         if versions is None:
-            self._store.atomic([("DELETE FROM owner_keys WHERE owner_tag = ?", (owner_tag,)),
-                          ("DELETE FROM owners WHERE owner_tag = ?", (owner_tag,))])
-        else:
-            self._store.atomic([("DELETE FROM owner_keys WHERE owner_tag = ? AND version = ?", (owner_tag, version))
-                          for version in sorted(versions)])
+            found = self._store.query("SELECT version FROM owner_keys WHERE owner_tag = ?1 UNION "
+                                      "SELECT version FROM key_reservations WHERE owner_tag = ?1", (owner_tag,))
+            versions = {version for (version,) in found}
+        statements = [("INSERT OR IGNORE INTO key_tombstones (owner_tag, version, check_value, swept) VALUES "
+                       "(?1, ?2, coalesce((SELECT check_value FROM owner_keys WHERE owner_tag = ?1 AND version = ?2), "
+                       "x''), 0)", (owner_tag, version)) for version in sorted(versions)]
+        statements += [("DELETE FROM owner_keys WHERE owner_tag = ? AND version = ?", (owner_tag, version))
+                       for version in sorted(versions)]
+        if everything:
+            statements.append(("DELETE FROM owners WHERE owner_tag = ?", (owner_tag,)))
+        self._store.atomic(statements)
+
+    def tombstones(self, owner_tag: bytes | None, unswept_only: bool) -> list[tuple[bytes, int, bool]]:
+        """(owner tag, version, swept) of destroyed versions, of one owner or all; ``unswept_only``: those
+        whose keyring entry is not yet known to be gone."""
+        sql = "SELECT owner_tag, version, swept FROM key_tombstones WHERE (?1 IS NULL OR owner_tag = ?1)"
+        sql += " AND swept = 0" if unswept_only else ""
+        found = self._store.query(sql + " ORDER BY owner_tag, version", (owner_tag,))
+        return [(blob(tag), version, swept == 1) for tag, version, swept in found]
+
+    def mark_swept(self, owner_tag: bytes, versions: list[int]) -> None:
+        """Record that the keyring entries of these destroyed versions were found gone (or deleted)."""
+        self._store.atomic([("UPDATE key_tombstones SET swept = 1 WHERE owner_tag = ? AND version = ?",
+                             (owner_tag, version)) for version in versions])
 
     def registered_owners(self) -> list[tuple[bytes, bytes]]:
         """(owner tag, sealed name) of every registered owner."""

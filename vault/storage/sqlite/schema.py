@@ -17,12 +17,15 @@ from vault.storage.base import StoredRow
 # version 1 (which would rewrap format 2 summaries without re-sealing them) refuses the file from then on.
 # 3: row ids encrypt the row's seq; a file made at version 3 has no index on ids, so an older scratchvault, whose
 # random ids this one could not find, must refuse it. A file made before keeps its index.
-SCHEMA_VERSION = 3
+# 4: owner keys in write-once keyring entries, one per version, reserved here first; tombstones of destroyed
+# versions. An older scratchvault would read and rewrite the one mutable keyset entry: it must refuse the file.
+SCHEMA_VERSION = 4
 CHUNK_SHIFT = 20
 MAX_CHUNKS = 1 << CHUNK_SHIFT  # chunks per row: the low 20 bits of a chunk's key
 MAX_SEQ = 1 << (63 - CHUNK_SHIFT)  # chunk keys must fit SQLite's signed 64-bit integers
 GC_BATCH = 2000
-KNOWN_TABLES = frozenset({"meta", "rows", "summaries", "chunks", "owner_keys", "owners", "sqlite_sequence",
+KNOWN_TABLES = frozenset({"meta", "rows", "summaries", "chunks", "owner_keys", "owners", "key_reservations",
+                          "key_tombstones", "sqlite_sequence",
                           "sqlite_stat1", "sqlite_stat4"})
 KNOWN_INDEXES = {"rows_owner_turn": ["owner_tag", "turn_tag"], "rows_expiry": ["expires_at"]}  # on rows
 SCHEMA = """
@@ -49,6 +52,19 @@ CREATE TABLE IF NOT EXISTS owner_keys (
     PRIMARY KEY (owner_tag, version)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS owners (owner_tag BLOB PRIMARY KEY, sealed_name BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS key_reservations (
+    owner_tag BLOB NOT NULL,
+    version INTEGER NOT NULL,
+    reserved_at REAL NOT NULL,
+    PRIMARY KEY (owner_tag, version)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS key_tombstones (
+    owner_tag BLOB NOT NULL,
+    version INTEGER NOT NULL,
+    check_value BLOB NOT NULL,
+    swept INTEGER NOT NULL,
+    PRIMARY KEY (owner_tag, version)
+) WITHOUT ROWID;
 """
 INSERT_ROW = (
     "INSERT INTO rows (seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata) "

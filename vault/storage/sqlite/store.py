@@ -58,6 +58,14 @@ class SqliteStore:
         finally:
             self._connections.release(connection)
 
+    def in_transaction(self) -> bool:
+        """Whether this thread has a transaction open."""
+        connection = self._connections.acquire()
+        try:
+            return connection.in_transaction
+        finally:
+            self._connections.release(connection)
+
     def atomic(self, statements: list[tuple[str, tuple]]) -> None:
         """Run ``statements`` inside this thread's open transaction, else in a write transaction of their own."""
         connection = self._connections.acquire()

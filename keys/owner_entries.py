@@ -1,0 +1,85 @@
+"""Owner key versions in the OS keyring: one write-once entry per (owner, version).
+
+Service ``scratchvault/<vault_id hex>/owner-key``, user ``<owner tag hex>.<version>``, the password one key
+(``scratchvault-key/1``, as the index key). A version is reserved in the database before its entry is written
+and is usable only once its commitment is recorded; a destroyed version (shred, retirement, an abandoned
+reservation) gets a tombstone, and an entry found under a tombstoned version is deleted on sight and counted.
+Files made before schema 4 kept every version in one mutable entry (service ``.../owner``, user ``<owner tag
+hex>``): a recorded version is copied out of it once, then that entry is deleted (threat_model.md, "Keyring
+entries").
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from keys.keyring_edge import KeyringEdge
+from keys.keyset import OwnerKeyset, parse_single_key
+
+if TYPE_CHECKING:
+    from keys.manager import KeyCommitments
+
+
+class OwnerEntries:
+    """Reads, writes once, and deletes the keyring entries of owner key versions."""
+
+    __slots__ = ("_commitments", "_keyring", "_legacy_service", "_lock", "_service", "destroyed_on_sight")
+
+    def __init__(self, keyring: KeyringEdge, vault_id: bytes, commitments: KeyCommitments) -> None:
+        self._keyring, self._commitments = keyring, commitments
+        prefix = "scratchvault/" + vault_id.hex()
+        self._service, self._legacy_service = prefix + "/owner-key", prefix + "/owner"
+        self._lock = threading.Lock()
+        self.destroyed_on_sight = 0  # entries found under destroyed versions (or a fresh one) and deleted
+
+    def read(self, owner_tag: bytes, version: int) -> OwnerKeyset | None:
+        """The keyset of one version, or None when its entry does not exist."""
+        stored = self._keyring.get(self._service, _name(owner_tag, version))
+        return None if stored is None else OwnerKeyset(version, {version: parse_single_key(stored, "owner key")})
+
+    def write_new(self, owner_tag: bytes, version: int, keyset: OwnerKeyset) -> None:
+        """Write a version's entry once. The caller holds its reservation and the database write lock, so an
+        entry already there was left by a write that was given up, or under a reservation a writer of the
+        file rolled back: never adopted, deleted and counted first."""
+        name = _name(owner_tag, version)
+        if self._keyring.get(self._service, name) is not None:
+            self._keyring.delete(self._service, name)
+            self._count(1)
+        self._keyring.set(self._service, name, keyset.entry(version))
+
+    def legacy(self, owner_tag: bytes) -> OwnerKeyset | None:
+        """The owner's keyset in the layout of files made before schema 4, if that entry still exists."""
+        stored = self._keyring.get(self._legacy_service, owner_tag.hex())
+        return None if stored is None else OwnerKeyset.parse(stored)
+
+    def delete_legacy(self, owner_tag: bytes) -> None:
+        """Delete the owner's entry of the old layout (absent is fine)."""
+        self._keyring.delete(self._legacy_service, owner_tag.hex())
+
+    def sweep(self, owner_tag: bytes | None, *, everything: bool = False) -> int:
+        """Delete the entries of destroyed versions (of one owner, or all) not yet known gone, and each such
+        owner's old-layout entry; ``everything`` looks again under those already swept. Returns how many
+        entries came back after they were known gone (a write given up that landed late): counted."""
+        late = 0
+        tombstones = self._commitments.tombstones(owner_tag, unswept_only=not everything)
+        for tag in sorted({tag for tag, _, _ in tombstones}):
+            mine = [(version, swept) for other, version, swept in tombstones if other == tag]
+            for version, swept in mine:
+                name = _name(tag, version)
+                if self._keyring.get(self._service, name) is not None:
+                    self._keyring.delete(self._service, name)
+                    late += swept
+            self.delete_legacy(tag)
+            self._commitments.mark_swept(tag, [version for version, swept in mine if not swept])
+        self._count(late)
+        return late
+
+    def _count(self, found: int) -> None:
+        with self._lock:
+            self.destroyed_on_sight += found
+
+
+def _name(owner_tag: bytes, version: int) -> str:
+    """The keyring user name of one version: the owner tag in hex (no user id in the keyring) and the version."""
+    return f"{owner_tag.hex()}.{version}"
