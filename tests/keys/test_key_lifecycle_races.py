@@ -158,9 +158,11 @@ def test_a_retirement_whose_keyring_delete_failed_finishes_on_the_next_one(db_pa
             vault.retire_old_key_versions("alice")
         assert [user[-2:] for _, user in owner_entries(ring)] == [".1", ".2"]  # the entry is still there
         assert attacker.recorded_key_versions() == {"committed": [2], "tombstoned": [1]}
+        assert [f.status for f in storage.describe(db_path) if "run it again" in f.text] == ["WARN"]  # doctor
         ring.refusing = False
         assert vault.retire_old_key_versions("alice") == 0  # nothing left to retire, but the entry goes
         assert [user[-2:] for _, user in owner_entries(ring)] == [".2"]
+        assert not [f for f in storage.describe(db_path) if "run it again" in f.text]
         assert vault.get(ALICE, row).content == "kept"
         assert vault.rotate_owner_key("alice") == 3
 

@@ -25,7 +25,9 @@ from keys.envelope import (
     wrap_aad,
 )
 from keys.errors import IntegrityError
+from keys.keyring_edge import KeyringEdge
 from keys.keyset import OwnerKeyset, parse_single_key
+from keys.owner_entries import OwnerEntries
 from keys.secret import Secret
 from keys.testing import MemoryKeyring
 from tests.support.clock import FakeClock
@@ -275,3 +277,22 @@ def test_format_1_row_survives_rotation_rewrap_retirement_and_extension(db_path,
         assert attacker.read(IN["seq"], "metadata") != out("sealed_metadata")
         assert listed(vault) == expected
         assert vault.get(who, IN["row_id"]).summary == IN["summary"]
+
+
+def test_keyring_layout_v2_entries_are_the_frozen_ones():
+    """Schema 4's write-once owner key entries, written and read through the real code (tests/vectors/README.md)."""
+    frozen = json.loads((VECTORS / "keyring_layout_v2.json").read_text())
+    inputs = frozen["inputs"]
+    vault_id, owner_tag = bytes.fromhex(inputs["vault_id"]), bytes.fromhex(inputs["owner_tag"])
+    for case in frozen["entries"]:
+        version = case["version"]
+        ring = MemoryKeyring()
+        entries = OwnerEntries(KeyringEdge(ring), vault_id, commitments=None)
+        keyset = OwnerKeyset(version, {version: bytes.fromhex(inputs["owner_key"])})
+        entries.write_new(owner_tag, version, keyset)
+        service, user, password = case["expect"]
+        assert ring.secrets == {(service, user): password}
+        read = entries.read(owner_tag, version)
+        assert read is not None and read.commitment(version, vault_id) == keyset.commitment(version, vault_id)
+    one = OwnerKeyset(1, {1: bytes.fromhex(inputs["owner_key"])})
+    assert one.commitment(1, vault_id).hex() == frozen["commitment_version_1"]

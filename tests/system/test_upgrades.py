@@ -20,10 +20,12 @@ import pytest
 
 from tests.storage.sqlite.layouts import first_layout, legacy_file, user_version
 from tests.support.file_keyring import FileKeyring, load, save
+from tests.support.keyring_entries import owner_username
 from tests.support.repository import ROOT
 from vault import NotFound, Principal, Vault
 
 PREVIOUS = "8c9bad0"  # the last commit before write-once keyring entries: SCHEMA_VERSION 3, one keyset entry per owner
+SCHEMA_2_RELEASE = "5869981"  # the last commit before row ids named their seq: random ids, found by an id index
 ALICE, BOB = Principal("alice"), Principal("bob")
 
 
@@ -36,6 +38,7 @@ try:
 except ImportError:
     from vault.store import SCHEMA_VERSION  # 5869981
 from tests.support.file_keyring import FileKeyring, load, save
+from tests.support.keyring_entries import owner_username
 try:
     vault = Vault.open(sys.argv[1], keyring_backend=FileKeyring())
     print(json.dumps(SCHEMA_VERSION), flush=True)
@@ -93,18 +96,28 @@ class Previous:
         self.process.wait(timeout=30)
 
 
-@pytest.fixture(scope="module")
-def previous_tree(tmp_path_factory) -> Path:
+def release_tree(tmp_path_factory, commit: str) -> Path:
+    """The vault/ and keys/ of an earlier commit, extracted from this clone's history."""
     if shutil.which("git") is None:
         pytest.skip("git is needed to get the previous release")
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", PREVIOUS, "vault", "keys"], capture_output=True,
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "vault", "keys"], capture_output=True,
                              check=False)
     if archive.returncode:
-        pytest.skip(f"commit {PREVIOUS} is not in this clone")
-    tree = tmp_path_factory.mktemp("previous")
+        pytest.skip(f"commit {commit} is not in this clone")
+    tree = tmp_path_factory.mktemp("release")
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:  # our own git archive; the filter where known
         tar.extractall(tree, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     return tree
+
+
+@pytest.fixture(scope="module")
+def previous_tree(tmp_path_factory) -> Path:
+    return release_tree(tmp_path_factory, PREVIOUS)
+
+
+@pytest.fixture(scope="module")
+def schema_2_tree(tmp_path_factory) -> Path:
+    return release_tree(tmp_path_factory, SCHEMA_2_RELEASE)
 
 
 @pytest.fixture
@@ -151,7 +164,7 @@ def test_this_release_moves_the_previous_ones_keys_to_write_once_entries_and_it_
             # a hung write of the previous release lands late: alice's old keyset plus a version never recorded
             secrets = load(ring)
             (index,) = [name.split("\0")[0] for name in secrets if name.endswith("\0index")]
-            tag = owner_entries(ring)["versions"][0].split(".")[0]
+            tag = owner_username(lambda service, user: secrets.get(f"{service}\0{user}"), index, "alice")[:-2]
             forged = {"format": "scratchvault-keyset/1", "primary": 3,
                       "keys": {"3": base64.b64encode(os.urandom(32)).decode()}}
             save(ring, {**secrets, f"{index[:-len('/index')]}/owner\0{tag}": json.dumps(forged)})
@@ -160,6 +173,42 @@ def test_this_release_moves_the_previous_ones_keys_to_write_once_entries_and_it_
             new.rewrap("alice")
             assert new.retire_old_key_versions("alice") == 2
             assert owner_entries(ring)["keysets"] == []  # the late old-layout entry went with the retired keys
+    finally:
+        old.close()
+
+
+def test_a_schema_2_release_still_running_when_the_schema_is_raised_shares_its_rows_and_fails_closed_on_keys(
+        schema_2_tree, ring, db_path, attacker):
+    """Random row ids written by a schema 2 process after the raise are found through the file's id index; once
+    this release has moved an owner's keys, that process fails closed (KeyUnavailable) where it needs the keyring."""
+    old = Previous(schema_2_tree, db_path, ring)  # it makes the file: schema 2, unique index on ids
+    try:
+        assert old.opened == 2
+        a1 = old("put", "alice", 1, "old one")
+        with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
+            assert user_version(db_path) == 4 and new._store._ids_indexed is True
+            n2 = new.put(ALICE, "t", 2, "x", "new two").id
+            assert new.get(ALICE, a1).content == "old one" and old("get", "alice", n2) == "new two"
+            a3 = old("put", "alice", 3, "old three")  # a random id, written after the raise (its keys cached)
+            assert new.get(ALICE, a3).content == "old three"
+            assert old("list", "alice") == sorted(r.id for r in new.list_for_turn(ALICE, "t")) == sorted([a1, n2, a3])
+            # a seq reused across releases: the old one deletes the top row, the new one takes its seq
+            assert old("delete", "alice", a3) is None
+            n4 = new.put(ALICE, "t", 4, "x", "new four").id
+            assert attacker.seq_of(n4) == 3
+            with pytest.raises(NotFound):
+                new.get(ALICE, a3)
+            assert old("get", "alice", a3) == {"error": "NotFound"} and old("get", "bob", n4) == {"error": "NotFound"}
+            assert old("get", "alice", n4) == "new four"
+            # rotation here: the old process cannot rewrap with keys it can no longer read, and says so
+            new.rotate_owner_key("alice")
+            assert old("rewrap", "alice") == {"error": "KeyUnavailable"}
+            assert new.rewrap("alice") == 3 and new.retire_old_key_versions("alice") == 1
+            assert [new.get(ALICE, i).content for i in (a1, n2, n4)] == ["old one", "new two", "new four"]
+            new.delete(ALICE, n2)
+            assert old("get", "alice", n2) == {"error": "NotFound"}
+            assert old("gc", 4e9) == 2 and attacker.counts() == (0, 0, 0)
+            assert new.list_for_turn(ALICE, "t") == []
     finally:
         old.close()
 

@@ -76,6 +76,10 @@ def _facts(connection: sqlite3.Connection, now: float) -> list[Finding]:
              Finding("", f"row lookup: {lookup}"),
              Finding("", f"rows {rows:,} ({size:,} bytes), expired awaiting gc {expired:,}, owners {owners:,}, "
                          f"rows by key version {by_version}")]
+    unswept = _unswept_tombstones(connection)
+    if unswept:
+        found.append(Finding("WARN", f"{unswept:,} destroyed key version(s) whose keyring entries are not yet known "
+                                     "deleted (a shred or retirement met a keyring failure): run it again"))
     if foreign:
         found.append(Finding("FAIL", f"schema objects scratchvault did not make: {', '.join(foreign)} (a trigger or "
                                      "view can keep or copy deleted rows; the vault refuses this file)"))
@@ -83,6 +87,13 @@ def _facts(connection: sqlite3.Connection, now: float) -> list[Finding]:
     if check != "ok":
         found.append(Finding("FAIL", f"SQLite quick_check: {check}"))
     return found
+
+
+def _unswept_tombstones(connection: sqlite3.Connection) -> int:
+    """Tombstoned key versions whose keyring entries were not yet deleted (none before schema 4)."""
+    if not connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'key_tombstones'").fetchone():
+        return 0
+    return connection.execute("SELECT count(*) FROM key_tombstones WHERE swept = 0").fetchone()[0]
 
 
 @contextmanager
