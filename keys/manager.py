@@ -19,7 +19,7 @@ from typing import Protocol
 from keys.aead import KEY_SIZE, random_bytes
 from keys.blind_index import IndexKey, tags_equal
 from keys.cache import KeyCache
-from keys.errors import KeyUnavailable, VaultError
+from keys.errors import InvalidArgument, KeyUnavailable, VaultError
 from keys.keyring_edge import KeyringEdge
 from keys.keyset import MAX_VERSION, OwnerKeyset, parse_single_key
 from keys.owner_entries import OwnerEntries
@@ -170,8 +170,16 @@ class KeyManager:
 
     def retire_owner_versions(self, user_id: str, versions: set[int]) -> None:
         """Tombstone ``versions`` (inside the caller's write transaction, which checked that no row needs them);
-        ``sweep`` then deletes their entries."""
-        self._commitments.tombstone_owner_versions(self.index_key().owner_tag(user_id), versions)
+        ``sweep`` then deletes their entries. Refused while the old entry of schema 3 holds one of them together
+        with a version that stays: that entry is never rewritten, only deleted whole."""
+        owner_tag = self.index_key().owner_tag(user_id)
+        kept_there = self._entries.legacy_live_versions(owner_tag) or set()
+        if kept_there & versions and kept_there - versions:
+            raise InvalidArgument(
+                "this owner's older key versions share one keyring entry from before schema 4 with a version that "
+                "stays, and that entry is never rewritten: run rotate_owner_key and rewrap, then retire (the old "
+                "entry is then deleted whole)")
+        self._commitments.tombstone_owner_versions(owner_tag, versions)
         self._cache.invalidate(("owner", user_id))
 
     def destroy_owner(self, user_id: str) -> bytes:
@@ -247,13 +255,13 @@ class KeyManager:
         return keyset
 
     def _load(self, owner_tag: bytes) -> OwnerKeyset | None:
-        """The recorded versions whose entries exist, each checked against its commitment (an entry of the old
-        layout is migrated here); a missing version that rows need is KeyUnavailable. No raw key is a local
-        here: a KeyUnavailable leaving this frame carries none in its traceback."""
+        """The recorded versions whose entries exist, each checked against its commitment; a version made before
+        schema 4 is read, never copied, from the owner's old entry. A missing version that rows need is
+        KeyUnavailable. No raw key is a local here: a KeyUnavailable leaving this frame carries none."""
         parts: list[OwnerKeyset] = []
         legacy: list[OwnerKeyset | None] = []
         for version, check in sorted(self._commitments.owner_commitments(owner_tag).items()):
-            part = self._entries.read(owner_tag, version) or self._migrate(owner_tag, version, check, legacy)
+            part = self._entries.read(owner_tag, version) or self._from_legacy(owner_tag, version, legacy)
             if part is None:
                 if version in self._commitments.key_versions_in_use(owner_tag):
                     raise KeyUnavailable(_REPLACED.format(what="keyset for this owner (a recorded key version "
@@ -262,21 +270,14 @@ class KeyManager:
             if not tags_equal(check, self._owner_commitment(part, version)):
                 raise KeyUnavailable(_REPLACED.format(what="key for this owner"))
             parts.append(part)
-        if legacy and legacy[0] is not None:
-            self._entries.delete_legacy(owner_tag)  # every recorded version it held has its own entry now
         return OwnerKeyset.joined(parts)
 
-    def _migrate(self, owner_tag: bytes, version: int, check: bytes,
-                 legacy: list[OwnerKeyset | None]) -> OwnerKeyset | None:
-        """A recorded version copied from the owner's old-layout entry (read once per load into ``legacy``),
-        only if it matches its commitment: a version the database never recorded is never adopted."""
+    def _from_legacy(self, owner_tag: bytes, version: int, legacy: list[OwnerKeyset | None]) -> OwnerKeyset | None:
+        """A recorded version from the owner's entry of schema 3 and before (read once per load into ``legacy``).
+        Read only: copying a live key into a new entry could land late, after a shred (threat_model.md)."""
         if not legacy:
             legacy.append(self._entries.legacy(owner_tag))
-        part = legacy[0].single(version) if legacy[0] is not None else None
-        if part is None or not tags_equal(check, self._owner_commitment(part, version)):
-            return None
-        self._entries.write_new(owner_tag, version, part)
-        return part
+        return legacy[0].single(version) if legacy[0] is not None else None
 
     def _owner_commitment(self, keyset: OwnerKeyset, version: int) -> bytes:
         return keyset.commitment(version, self._vault_id)

@@ -5,8 +5,8 @@ Service ``scratchvault/<vault_id hex>/owner-key``, user ``<owner tag hex>.<versi
 and is usable only once its commitment is recorded; a destroyed version (shred, retirement, an abandoned
 reservation) gets a tombstone, and an entry found under a tombstoned version is deleted on sight and counted.
 Files made before schema 4 kept every version in one mutable entry (service ``.../owner``, user ``<owner tag
-hex>``): a recorded version is copied out of it once, then that entry is deleted (threat_model.md, "Keyring
-entries").
+hex>``): its recorded versions are read from it, never copied or rewritten, and it is deleted once none of them
+is live (threat_model.md, "Keyring entries").
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from keys.blind_index import tags_equal
 from keys.keyring_edge import KeyringEdge
 from keys.keyset import OwnerKeyset, parse_single_key
 
@@ -24,10 +25,10 @@ if TYPE_CHECKING:
 class OwnerEntries:
     """Reads, writes once, and deletes the keyring entries of owner key versions."""
 
-    __slots__ = ("_commitments", "_keyring", "_legacy_service", "_lock", "_service", "destroyed_on_sight")
+    __slots__ = ("_commitments", "_keyring", "_legacy_service", "_lock", "_service", "_vault_id", "destroyed_on_sight")
 
     def __init__(self, keyring: KeyringEdge, vault_id: bytes, commitments: KeyCommitments) -> None:
-        self._keyring, self._commitments = keyring, commitments
+        self._keyring, self._commitments, self._vault_id = keyring, commitments, vault_id
         prefix = "scratchvault/" + vault_id.hex()
         self._service, self._legacy_service = prefix + "/owner-key", prefix + "/owner"
         self._lock = threading.Lock()
@@ -53,9 +54,21 @@ class OwnerEntries:
         stored = self._keyring.get(self._legacy_service, owner_tag.hex())
         return None if stored is None else OwnerKeyset.parse(stored)
 
-    def delete_legacy(self, owner_tag: bytes) -> None:
-        """Delete the owner's entry of the old layout (absent is fine)."""
-        self._keyring.delete(self._legacy_service, owner_tag.hex())
+    def legacy_live_versions(self, owner_tag: bytes) -> set[int] | None:
+        """The versions the owner's old-layout entry holds that the database records with this very key (None when
+        there is no such entry): the live keys still kept there."""
+        legacy = self.legacy(owner_tag)
+        if legacy is None:
+            return None
+        recorded = self._commitments.owner_commitments(owner_tag)
+        return {version for version in legacy.versions if version in recorded
+                and tags_equal(recorded[version], legacy.commitment(version, self._vault_id))}
+
+    def _delete_legacy_if_dead(self, owner_tag: bytes) -> None:
+        """Delete the owner's entry of the old layout once no live key is kept there (it is never rewritten: a
+        late rewrite could bring back a destroyed key, so it is deleted whole or kept)."""
+        if self.legacy_live_versions(owner_tag) == set():
+            self._keyring.delete(self._legacy_service, owner_tag.hex())
 
     def sweep(self, owner_tag: bytes | None, *, everything: bool = False) -> int:
         """Delete the entries of destroyed versions (of one owner, or all) not yet known gone, and each such
@@ -70,7 +83,7 @@ class OwnerEntries:
                 if self._keyring.get(self._service, name) is not None:
                     self._keyring.delete(self._service, name)
                     late += swept
-            self.delete_legacy(tag)
+            self._delete_legacy_if_dead(tag)
             self._commitments.mark_swept(tag, [version for version, swept in mine if not swept])
         self._count(late)
         return late

@@ -278,6 +278,12 @@ class SqliteAttacker:
             return {"committed": [v for (v,) in connection.execute("SELECT version FROM owner_keys ORDER BY 1")],
                     "tombstoned": [v for (v,) in connection.execute("SELECT version FROM key_tombstones ORDER BY 1")]}
 
+    def set_all_key_versions(self, value: object) -> None:
+        """Overwrite the version of every key commitment, reservation and tombstone with ``value``."""
+        with self._connection() as connection:
+            for table in ("owner_keys", "key_reservations", "key_tombstones"):
+                connection.execute(f"UPDATE OR REPLACE {table} SET version = ?", (value,))
+
     def set_all_commitments(self, value: object) -> None:
         """Overwrite every recorded owner key commitment with ``value``."""
         with self._connection() as connection:

@@ -287,14 +287,19 @@ def test_a_database_that_lost_its_vault_id_is_not_given_a_new_one(db_path, keyri
 
 
 WRONG_TYPE = {"vault_id": lambda a: a.set_meta("vault_id", "text"),
-              "key_commitment": lambda a: a.set_all_commitments("text")}
+              "key_commitment": lambda a: a.set_all_commitments("text"),
+              "key_version": lambda a: a.set_all_key_versions("9z")}
 
 
 @pytest.mark.parametrize("stored", sorted(WRONG_TYPE))
 def test_keyring_bookkeeping_of_wrong_type_is_a_vault_error(world, tmp_path, stored):
     path = tampered_copy(world, tmp_path / "copy", WRONG_TYPE[stored])
-    with pytest.raises(VaultError), open_vault(path, world["ring"]) as vault:
-        vault.get(PRINCIPALS["alice"], world["ids"]["big"])
+    calls = [lambda v: v.get(PRINCIPALS["alice"], world["ids"]["big"])]
+    if stored == "key_version":  # versions are read where keys are made and destroyed too
+        calls += [lambda v: v.rotate_owner_key("alice"), lambda v: v.shred_owner("alice")]
+    for call in calls:
+        with pytest.raises(VaultError), open_vault(path, world["ring"]) as vault:
+            call(vault)
 
 
 # -- a damaged file ---------------------------------------------------------------------------------------------

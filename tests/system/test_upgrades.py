@@ -22,7 +22,7 @@ from tests.storage.sqlite.layouts import first_layout, legacy_file, user_version
 from tests.support.file_keyring import FileKeyring, load, save
 from tests.support.keyring_entries import owner_username
 from tests.support.repository import ROOT
-from vault import NotFound, Principal, Vault
+from vault import InvalidArgument, KeyUnavailable, NotFound, Principal, Vault, storage
 
 PREVIOUS = "8c9bad0"  # the last commit before write-once keyring entries: SCHEMA_VERSION 3, one keyset entry per owner
 SCHEMA_2_RELEASE = "5869981"  # the last commit before row ids named their seq: random ids, found by an id index
@@ -136,51 +136,94 @@ def owner_entries(ring: Path) -> dict[str, list[str]]:
             "versions": sorted(user for service, user in names if service.endswith("/owner-key"))}
 
 
-def test_this_release_moves_the_previous_ones_keys_to_write_once_entries_and_it_then_fails_closed(
+def test_this_release_reads_the_previous_ones_keys_in_place_and_puts_new_versions_in_write_once_entries(
         previous_tree, ring, db_path, attacker):
     """Issue 13, finding 1, across the upgrade: the previous release (schema 3, one mutable keyset entry per owner)
-    makes the file and is still running when this one raises the schema. Every row reads here; an owner's recorded
-    versions are copied to their own entries on first use and the old entry deleted; the old process, once it must
-    go to the keyring for moved keys, gets KeyUnavailable (never another key); an owner it makes is moved too; a
-    late write of an old keyset entry with an extra version is never adopted."""
+    makes the file and is still running when this one raises the schema. Every row reads here; versions made
+    before are read from the old entry, never copied or rewritten (a late copy could outlive a shred); a new
+    version gets its own write-once entry; a late write of the old entry with a version the file never recorded
+    is never adopted; once no live key is kept in the old entry it is deleted whole, and the old process fails
+    closed."""
     old = Previous(previous_tree, db_path, ring)
     try:
         assert old.opened == 3
         a1 = old("put", "alice", 1, "old one")
         assert old("rotate", "alice") == 2
         a2 = old("put", "alice", 2, "old two")
-        assert owner_entries(ring)["keysets"] and not owner_entries(ring)["versions"]
         with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
             assert user_version(db_path) == 4
             assert [new.get(ALICE, i).content for i in (a1, a2)] == ["old one", "old two"]
-            assert owner_entries(ring) == {"keysets": [], "versions": sorted(
-                name for name in owner_entries(ring)["versions"] if name[-2:] in (".1", ".2"))}
-            assert len(owner_entries(ring)["versions"]) == 2
             n3 = new.put(ALICE, "t", 3, "x", "new three").id
-            assert old("rotate", "alice") == {"error": "KeyUnavailable"}  # its keyset entry is gone: fails closed
-            c1 = old("put", "carol", 1, "carol's")  # a new owner, in the old layout
-            assert new.get(Principal("carol"), c1).content == "carol's"
-            assert owner_entries(ring)["keysets"] == [] and len(owner_entries(ring)["versions"]) == 3
-            # a hung write of the previous release lands late: alice's old keyset plus a version never recorded
+            c1 = old("put", "carol", 1, "carol's")  # a new owner, in the old layout, while both run
+            assert new.get(Principal("carol"), c1).content == "carol's" and old("get", "alice", n3) == "new three"
+            assert len(owner_entries(ring)["keysets"]) == 2 and owner_entries(ring)["versions"] == []
+            # a hung write of the previous release lands late: alice's keyset plus a version never recorded
             secrets = load(ring)
             (index,) = [name.split("\0")[0] for name in secrets if name.endswith("\0index")]
             tag = owner_username(lambda service, user: secrets.get(f"{service}\0{user}"), index, "alice")[:-2]
-            forged = {"format": "scratchvault-keyset/1", "primary": 3,
-                      "keys": {"3": base64.b64encode(os.urandom(32)).decode()}}
-            save(ring, {**secrets, f"{index[:-len('/index')]}/owner\0{tag}": json.dumps(forged)})
-            assert new.rotate_owner_key("alice") == 3
-            assert [new.get(ALICE, i).content for i in (a1, a2, n3)] == ["old one", "old two", "new three"]
-            new.rewrap("alice")
-            assert new.retire_old_key_versions("alice") == 2
-            assert owner_entries(ring)["keysets"] == []  # the late old-layout entry went with the retired keys
+            name = f"{index[:-len('/index')]}/owner\0{tag}"
+            keyset = json.loads(secrets[name])
+            keyset["keys"]["3"], keyset["primary"] = base64.b64encode(os.urandom(32)).decode(), 3
+            save(ring, {**secrets, name: json.dumps(keyset)})
+            assert new.rotate_owner_key("alice") == 3  # its own write-once entry; the late "3" is never used
+            assert owner_entries(ring)["versions"] == [f"{tag}.3"]
+            v4 = new.put(ALICE, "t", 4, "x", "new four").id
+            assert [new.get(ALICE, i).content for i in (a1, a2, n3, v4)] == ["old one", "old two", "new three",
+                                                                          "new four"]
+            assert new.rewrap("alice") == 3 and new.retire_old_key_versions("alice") == 2
+            assert len(owner_entries(ring)["keysets"]) == 1  # alice's old entry went whole; carol's stays
+            assert old("rotate", "alice") == {"error": "KeyUnavailable"}  # it fails closed
+            assert [new.get(ALICE, i).content for i in (a1, a2, n3, v4)] == ["old one", "old two", "new three",
+                                                                          "new four"]
     finally:
         old.close()
+
+
+def test_reading_an_owner_kept_in_the_old_entry_writes_nothing_and_a_shred_deletes_it(previous_tree, ring, db_path,
+                                                                                    tmp_path):
+    """A review's proof of concept: a read that copied a live old-layout key into a new entry could time out and
+    land after a shred. Reads write nothing to the keyring now; the shred deletes the old entry, and a backup from
+    before it stays unreadable."""
+    old = Previous(previous_tree, db_path, ring)
+    try:
+        a1 = old("put", "alice", 1, "old one")
+    finally:
+        old.close()
+    before = load(ring)
+    with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
+        assert new.get(ALICE, a1).content == "old one" and new.list_for_turn(ALICE, "t")[0].id == a1
+        assert load(ring) == before
+        storage.backup(db_path, tmp_path / "copy.db")
+        assert new.shred_owner("alice") == 1 and owner_entries(ring) == {"keysets": [], "versions": []}
+    with Vault.open(tmp_path / "copy.db", keyring_backend=FileKeyring()) as copy, pytest.raises(KeyUnavailable):
+        copy.get(ALICE, a1)
+
+
+def test_an_owner_whose_primary_is_kept_in_the_old_entry_must_rotate_before_retiring(previous_tree, ring, db_path):
+    """The old entry is never rewritten, so retiring some of the versions it keeps while another stays is refused
+    with the remedy (rotate, rewrap, retire), and nothing is destroyed."""
+    old = Previous(previous_tree, db_path, ring)
+    try:
+        a1 = old("put", "alice", 1, "old one")
+        assert old("rotate", "alice") == 2
+    finally:
+        old.close()
+    with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
+        assert new.rewrap("alice") == 1
+        with pytest.raises(InvalidArgument, match="rotate_owner_key"):
+            new.retire_old_key_versions("alice")
+        assert new.get(ALICE, a1).content == "old one"
+        new.rotate_owner_key("alice")
+        new.rewrap("alice")
+        assert new.retire_old_key_versions("alice") == 2 and owner_entries(ring)["keysets"] == []
+        assert new.get(ALICE, a1).content == "old one"
 
 
 def test_a_schema_2_release_still_running_when_the_schema_is_raised_shares_its_rows_and_fails_closed_on_keys(
         schema_2_tree, ring, db_path, attacker):
     """Random row ids written by a schema 2 process after the raise are found through the file's id index; once
-    this release has moved an owner's keys, that process fails closed (KeyUnavailable) where it needs the keyring."""
+    this release has retired the versions kept in an owner's old entry, that process fails closed
+    (KeyUnavailable) where it needs the keyring."""
     old = Previous(schema_2_tree, db_path, ring)  # it makes the file: schema 2, unique index on ids
     try:
         assert old.opened == 2
@@ -200,10 +243,13 @@ def test_a_schema_2_release_still_running_when_the_schema_is_raised_shares_its_r
                 new.get(ALICE, a3)
             assert old("get", "alice", a3) == {"error": "NotFound"} and old("get", "bob", n4) == {"error": "NotFound"}
             assert old("get", "alice", n4) == "new four"
-            # rotation here: the old process cannot rewrap with keys it can no longer read, and says so
-            new.rotate_owner_key("alice")
-            assert old("rewrap", "alice") == {"error": "KeyUnavailable"}
+            # rotation here: the new version is in an entry the old process does not know, and its rewrap
+            # "heals" by forgetting the recorded version its keyset lacks: the rotation is undone, nothing adopted
+            assert new.rotate_owner_key("alice") == 2
+            assert old("rewrap", "alice") == 0
+            assert new.rotate_owner_key("alice") == 3  # versions are never reused
             assert new.rewrap("alice") == 3 and new.retire_old_key_versions("alice") == 1
+            assert old("rotate", "alice") == {"error": "KeyUnavailable"}  # its old entry is gone: fails closed
             assert [new.get(ALICE, i).content for i in (a1, n2, n4)] == ["old one", "new two", "new four"]
             new.delete(ALICE, n2)
             assert old("get", "alice", n2) == {"error": "NotFound"}

@@ -6,7 +6,8 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-from vault.errors import StorageError
+from keys import MAX_KEY_VERSION
+from vault.errors import IntegrityError, StorageError
 from vault.storage.sqlite.schema import blob
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ class SqliteCommitments:
 
     def owner_commitments(self, owner_tag: bytes) -> dict[int, bytes]:
         """Stored key commitments of an owner's live versions (never one a tombstone names), by version."""
-        return {version: blob(value) for version, value in self._store.query(_LIVE, (owner_tag,))}
+        return {_version(version): blob(value) for version, value in self._store.query(_LIVE, (owner_tag,))}
 
     def reserve_owner_version(self, owner_tag: bytes, now: float, abandon_before: float) -> int:
         """Reserve the owner's next key version in a transaction of its own, committed before any key is written
@@ -46,7 +47,7 @@ class SqliteCommitments:
         with self._store.transaction() as tx:
             tx.connection.execute(_ABANDON, (owner_tag, abandon_before))
             top = tx.connection.execute(_TOP_VERSION, (owner_tag,)).fetchone()[0]
-            version = (top or 0) + 1
+            version = _version(top or 0) + 1
             tx.connection.execute("INSERT INTO key_reservations (owner_tag, version, reserved_at) VALUES (?, ?, ?)",
                                   (owner_tag, version, now))
         return version
@@ -89,7 +90,7 @@ class SqliteCommitments:
         sql = "SELECT owner_tag, version, swept FROM key_tombstones WHERE (?1 IS NULL OR owner_tag = ?1)"
         sql += " AND swept = 0" if unswept_only else ""
         found = self._store.query(sql + " ORDER BY owner_tag, version", (owner_tag,))
-        return [(blob(tag), version, swept == 1) for tag, version, swept in found]
+        return [(blob(tag), _version(version), swept == 1) for tag, version, swept in found]
 
     def mark_swept(self, owner_tag: bytes, versions: list[int]) -> None:
         """Record that the keyring entries of these destroyed versions were found gone (or deleted)."""
@@ -112,3 +113,10 @@ class SqliteCommitments:
     def record_index_commitment(self, value: bytes) -> None:
         """Record the index key commitment."""
         self._store.atomic([("INSERT OR IGNORE INTO meta (name, value) VALUES ('index_key_check', ?)", (value,))])
+
+
+def _version(value: object) -> int:
+    """A key version column as the vault writes it; anything else (only a writer of the file makes it) is tampering."""
+    if type(value) is not int or not 0 <= value <= MAX_KEY_VERSION:
+        raise IntegrityError("a stored key version has the wrong type or range")
+    return value
