@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from tests.attacks.sqlite_attacker import SqliteAttacker
 
 # helpers whose asserts are the tests' own: rewritten like a test module's, for the same failure messages
-pytest.register_assert_rewrite("tests.attacks.sqlite_attacker", "tests.attacks.tamper_world", "tests.storage.contract")
+pytest.register_assert_rewrite("tests.attacks.sqlite_attacker", "tests.attacks.tamper_world", "tests.storage.contract",
+                              "tests.system.crash_campaign", "tests.system.crash_ops")
 
 
 @pytest.fixture
