@@ -6,11 +6,12 @@ bytes never leave this package.
 """
 
 from keys.blind_index import IndexKey, tags_equal
+from keys.commitments import KeyCommitments
 from keys.envelope import CHUNK_BYTES
 from keys.keyring_edge import KeyringEdge, resolve_backend
 from keys.keyset import MAX_VERSION as MAX_KEY_VERSION
 from keys.keyset import OwnerKeyset
-from keys.manager import NO_OWNER_KEYS, KeyCommitments, KeyManager
+from keys.manager import NO_OWNER_KEYS, KeyManager
 from keys.rowseal import OpenedRow, RowRecipe, RowWriter, SealedRow, TurnSummaries
 
 __all__ = [

@@ -19,7 +19,7 @@ from keys.keyring_edge import KeyringEdge
 from keys.keyset import OwnerKeyset, parse_single_key
 
 if TYPE_CHECKING:
-    from keys.manager import KeyCommitments
+    from keys.commitments import KeyCommitments
 
 
 class OwnerEntries:

@@ -7,13 +7,8 @@ tests/attacks/test_row_ids.py."""
 from __future__ import annotations
 
 import base64
-import io
 import json
 import os
-import shutil
-import subprocess
-import sys
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -21,93 +16,12 @@ import pytest
 from tests.storage.sqlite.layouts import first_layout, legacy_file, user_version
 from tests.support.file_keyring import FileKeyring, load, save
 from tests.support.keyring_entries import owner_username
-from tests.support.repository import ROOT
+from tests.system.releases import Previous, release_tree
 from vault import InvalidArgument, KeyUnavailable, NotFound, Principal, Vault, storage
 
 PREVIOUS = "8c9bad0"  # the last commit before write-once keyring entries: SCHEMA_VERSION 3, one keyset entry per owner
 SCHEMA_2_RELEASE = "5869981"  # the last commit before row ids named their seq: random ids, found by an id index
 ALICE, BOB = Principal("alice"), Principal("bob")
-
-
-# the previous release, driven one JSON command per line (it keeps the vault open between commands)
-CHILD = r"""
-import json, sys
-from vault import Principal, Vault, VaultError
-try:
-    from vault.storage.sqlite.schema import SCHEMA_VERSION  # the previous release's layout (8c9bad0 and later)
-except ImportError:
-    from vault.store import SCHEMA_VERSION  # 5869981
-from tests.support.file_keyring import FileKeyring, load, save
-from tests.support.keyring_entries import owner_username
-try:
-    vault = Vault.open(sys.argv[1], keyring_backend=FileKeyring())
-    print(json.dumps(SCHEMA_VERSION), flush=True)
-except VaultError as error:
-    print(json.dumps({"error": type(error).__name__, "message": str(error)}), flush=True)
-    sys.exit(0)
-for line in sys.stdin:
-    op, *args = json.loads(line)
-    try:
-        if op == "put":
-            out = vault.put(Principal(args[0]), "t", args[1], "x", args[2]).id
-        elif op == "get":
-            out = vault.get(Principal(args[0]), args[1]).content
-        elif op == "delete":
-            out = vault.delete(Principal(args[0]), args[1])
-        elif op == "list":
-            out = sorted(r.id for r in vault.list_for_turn(Principal(args[0]), "t"))
-        elif op == "extend":
-            out = vault.extend_turn(Principal(args[0]), "t", args[1])
-        elif op == "rotate":
-            out = vault.rotate_owner_key(args[0])
-        elif op == "rewrap":
-            out = vault.rewrap(args[0])
-        elif op == "gc":
-            out = vault.gc(args[0])
-    except VaultError as error:
-        out = {"error": type(error).__name__}
-    print(json.dumps(out), flush=True)
-"""
-
-
-class Previous:
-    """A process running the previous release on one database, with the test keyring file."""
-
-    def __init__(self, tree: Path, db: Path, ring: Path) -> None:
-        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "SCRATCHVAULT_TEST_KEYRING": str(ring)}
-        # cwd first on sys.path (python -c): the previous release's vault/ and keys/, never this tree's; the
-        # repository root after it, for tests.support.file_keyring only
-        self.process = subprocess.Popen([sys.executable, "-c", CHILD, str(db)], cwd=tree, env=env, text=True,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self.opened = self._answer()
-
-    def _answer(self):
-        line = self.process.stdout.readline()
-        assert line, "the previous release's process died"
-        return json.loads(line)
-
-    def __call__(self, *command):
-        self.process.stdin.write(json.dumps(command) + "\n")
-        self.process.stdin.flush()
-        return self._answer()
-
-    def close(self) -> None:
-        self.process.stdin.close()
-        self.process.wait(timeout=30)
-
-
-def release_tree(tmp_path_factory, commit: str) -> Path:
-    """The vault/ and keys/ of an earlier commit, extracted from this clone's history."""
-    if shutil.which("git") is None:
-        pytest.skip("git is needed to get the previous release")
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "vault", "keys"], capture_output=True,
-                             check=False)
-    if archive.returncode:
-        pytest.skip(f"commit {commit} is not in this clone")
-    tree = tmp_path_factory.mktemp("release")
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:  # our own git archive; the filter where known
-        tar.extractall(tree, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-    return tree
 
 
 @pytest.fixture(scope="module")
