@@ -170,14 +170,16 @@ def percentile(values: list[float], share: float) -> float:
 def render(samples: dict, errors: dict, locks: dict, elapsed: float) -> str:
     """The result table as Markdown, then the small-put ratio, errors and (with ``--locks``) lock timings."""
     order = ["put <= 64 KiB", "put > 64 KiB", "read", "delete", "extend_turn", "gc"]
-    lines = ["| operation | count | p50 ms | p99 ms | max ms | ops/s |", "|---|---:|---:|---:|---:|---:|"]
+    lines = ["| operation | count | p50 ms | p99 ms | max ms | mean ms | ops/s |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for op in [*order, *sorted(set(samples) - set(order))]:
         values = samples.get(op)
         if values:
             lines.append(f"| {op} | {len(values):,} | {statistics.median(values):.1f} | "
-                         f"{percentile(values, 0.99):.1f} | {max(values):.1f} | {len(values) / elapsed:.1f} |")
+                         f"{percentile(values, 0.99):.1f} | {max(values):.1f} | {statistics.fmean(values):.1f} | "
+                         f"{len(values) / elapsed:.1f} |")
     total = sum(len(v) for v in samples.values())
-    lines.append(f"| all | {total:,} | | | | {total / elapsed:.1f} |")
+    lines.append(f"| all | {total:,} | | | | | {total / elapsed:.1f} |")
     small = samples.get("put <= 64 KiB")
     if small:
         ratio = percentile(small, 0.99) / statistics.median(small)

@@ -1,6 +1,7 @@
 """Where a write's time goes under load (``python -m bench --load --locks``): the wait to begin each write
-transaction, how long it is then held (to the end of its commit), and each WAL checkpoint (``scrub``), by the
-operation that ran it. A benchmark-only wrapper around the SQLite store's methods; the vault never loads it."""
+transaction, how long it is then held (to the end of its commit), and each WAL checkpoint (``scrub``: done, or
+left pending), by the operation that ran it. A benchmark-only wrapper around the SQLite store's methods; the
+vault never loads it."""
 
 from __future__ import annotations
 
@@ -48,16 +49,17 @@ def install() -> None:
 
     SqliteWriteTx.__enter__ = timed_enter  # type: ignore[method-assign]
     SqliteWriteTx.__exit__ = timed_exit  # type: ignore[method-assign]
-    SqliteStore.scrub = _timed("scrub", scrub)  # type: ignore[method-assign]
+    SqliteStore.scrub = _timed_scrub(scrub)  # type: ignore[method-assign]
 
 
-def _timed(kind: str, method: Callable[..., Any]) -> Callable[..., Any]:
-    def wrapper(*args: Any) -> Any:
+def _timed_scrub(scrub: Callable[[SqliteStore], None]) -> Callable[[SqliteStore], None]:
+    """Scrubs that finished, and those left pending (a reader or writer kept the checkpoint from finishing)."""
+    def wrapper(store: SqliteStore) -> None:
         started = time.perf_counter()
         try:
-            return method(*args)
+            scrub(store)
         finally:
-            _record(kind, (time.perf_counter() - started) * 1000)
+            _record("scrub left pending" if store._scrub_pending else "scrub", (time.perf_counter() - started) * 1000)
     return wrapper
 
 
