@@ -35,7 +35,8 @@ def lock_paths(database: Path) -> tuple[Path, Path]:
 
 
 class _Turn:
-    """One write's claim on the lock files: its own open files (flock belongs to an open file), closed to let go."""
+    """A claim on the lock files through open files of its own (a flock belongs to an open file): one at a time
+    per process, reused turn after turn; a claim given up while the helper waits for it is closed instead."""
 
     __slots__ = ("abandoned", "failed", "granted", "lock", "next", "next_held")
 
@@ -66,6 +67,11 @@ class _Turn:
             self.next_held = True
         _flock(self.lock, fcntl.LOCK_EX)
         self._leave_line()
+
+    def unlock(self) -> None:
+        """End the write: the lock goes to the next in line; the open files may serve another turn."""
+        _flock(self.lock, fcntl.LOCK_UN)
+        self.granted = False
 
     def _leave_line(self) -> None:
         _flock(self.next, fcntl.LOCK_UN)
@@ -159,6 +165,7 @@ class Writers:
         self._owner: int | None = None
         self._depth = 0
         self._turn: _Turn | None = None
+        self._spare: _Turn | None = None
         self._files = _Waiter()
         self._closed = False
 
@@ -186,19 +193,26 @@ class Writers:
         if gate is not None:
             self._await(gate, deadline)
         try:
-            turn = _Turn(self._paths)
-            try:
-                if not turn.try_take():
-                    self._files.take(turn, deadline)
-            except BaseException:
-                if not turn.abandoned:
-                    turn.close()
-                raise
+            turn = self._take_files(deadline)
         except BaseException:
             self._pass_on()
             raise
         with self._mutex:
             self._turn, self._depth = turn, 1
+
+    def _take_files(self, deadline: float) -> _Turn:
+        """This process's turn at the lock files, through the open files of the last turn when it ended well."""
+        with self._mutex:
+            turn, self._spare = self._spare, None
+        turn = turn or _Turn(self._paths)
+        try:
+            if not turn.try_take():
+                self._files.take(turn, deadline)
+        except BaseException:
+            if not turn.abandoned:  # an abandoned claim is the helper's to close
+                turn.close()
+            raise
+        return turn
 
     def _await(self, gate: _Gate, deadline: float) -> None:
         """Wait for ``gate`` to open (this thread's turn); StorageError at the deadline or on close."""
@@ -233,8 +247,22 @@ class Writers:
                 return
             turn, self._turn = self._turn, None
         if turn is not None:
-            turn.close()
+            self._let_go(turn)
         self._pass_on()
+
+    def _let_go(self, turn: _Turn) -> None:
+        """Unlock the lock file and keep its open files for the next turn (closed if the store is)."""
+        try:
+            turn.unlock()
+        except StorageError:
+            turn.close()
+            return
+        with self._mutex:
+            kept = self._spare is None and not self._closed
+            if kept:
+                self._spare = turn
+        if not kept:
+            turn.close()
 
     def _pass_on(self) -> None:
         with self._mutex:
@@ -254,6 +282,9 @@ class Writers:
             self._closed = True
             for gate in self._queue:
                 gate.event.set()
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.close()
         self._files.close()
 
 
