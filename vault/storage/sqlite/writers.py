@@ -78,9 +78,10 @@ class _Turn:
         self.next_held = False
 
     def close(self) -> None:
-        """Let go of both files (closing an open file drops its flock)."""
+        """Let go of both files: unlocked first, since a child forked meanwhile shares the open files."""
         for descriptor in (self.lock, self.next):
             if descriptor >= 0:
+                fcntl.flock(descriptor, fcntl.LOCK_UN)
                 os.close(descriptor)
         self.lock = self.next = -1
 
