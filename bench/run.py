@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import memory
+from bench import load, memory
 from bench.baseline import PlainStore
 from keys.testing import MemoryKeyring
 from vault import KeyUnavailable, Principal, Vault
@@ -257,7 +257,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer runs (< 1 minute)")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON to this file")
+    parser.add_argument("--load", action="store_true", help="instead: 8 processes x 2 threads, one file")
+    parser.add_argument("--seconds", type=float, default=60.0, help="with --load: how long the load runs")
+    parser.add_argument("--locks", action="store_true", help="with --load: time lock waits and holds")
     args = parser.parse_args(argv)
+    if args.load:
+        return load.main(args.seconds, trace=args.locks)
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="scratchvault-bench-") as scratch:
         os.chmod(scratch, 0o700)

@@ -1,6 +1,7 @@
-"""The SQLite file's place on disk: db, -wal and -shm are 0600 and the directories the vault creates 0700 under
-any umask; a path another account could write, swap or link is refused before anything is created, and a file
-swapped after the vault opened it is not followed by new connections. A backup copy is private from its first byte.
+"""The SQLite file's place on disk: db, -wal, -shm and the write lock files are 0600 and the directories the vault
+creates 0700 under any umask; a path another account could write, swap or link is refused before anything is
+created, and a file swapped after the vault opened it is not followed by new connections. A backup copy is private
+from its first byte.
 """
 
 from __future__ import annotations
@@ -43,6 +44,14 @@ def test_db_wal_and_shm_are_0600_and_new_directory_0700_under_umask_0(tmp_path, 
     assert mode(db_path.parent) == 0o700
 
 
+def test_write_lock_files_are_0600_under_umask_0(tmp_path, keyring_backend, alice, permissive_umask):
+    db_path = tmp_path / "fresh" / "v.db"
+    with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
+        vault.put(alice, "t", 1, "tool", "x")
+    locks = [Path(f"{db_path}-lock"), Path(f"{db_path}-lock-next")]
+    assert {p.name: mode(p) for p in locks} == {p.name: 0o600 for p in locks}
+
+
 def test_every_directory_vault_open_creates_is_0700_under_umask_0(tmp_path, keyring_backend, permissive_umask):
     db_path = tmp_path / "a" / "b" / "c" / "v.db"
     Vault.open(db_path, keyring_backend=keyring_backend).close()
@@ -81,10 +90,20 @@ def symlinked(suffix: str):
     return arrange
 
 
+def symlinked_lock(suffix: str):
+    def arrange(db_path: Path, ring: MemoryKeyring) -> None:
+        make_db(db_path, ring)  # its writes made the lock files: one is replaced by a link to another account's file
+        Path(f"{db_path}{suffix}").unlink()
+        os.symlink(db_path.parent.parent / "elsewhere", f"{db_path}{suffix}")
+    return arrange
+
+
 REFUSED = {"dir_0777": unsafe_dir(0o777), "dir_0775": unsafe_dir(0o775), "dir_0722": unsafe_dir(0o722),
            "db_0666": unsafe_file(0o666), "db_0620": unsafe_file(0o620), "wal_0666": unsafe_file(0o666, "-wal"),
            "shm_0602": unsafe_file(0o602, "-shm"), "db_symlink": symlinked(""), "wal_symlink": symlinked("-wal"),
-           "shm_symlink": symlinked("-shm")}
+           "shm_symlink": symlinked("-shm"), "lock_0666": unsafe_file(0o666, "-lock"),
+           "lock_next_0622": unsafe_file(0o622, "-lock-next"), "lock_symlink": symlinked_lock("-lock"),
+           "lock_next_symlink": symlinked_lock("-lock-next")}
 
 
 def snapshot(root: Path) -> dict[str, tuple]:

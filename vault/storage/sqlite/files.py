@@ -21,7 +21,8 @@ def describe(path: Path, now: float) -> list[Finding]:
         return [*found, Finding("FAIL", "no database at that path (nothing else to check)")]
     try:
         paths.check_path_safety(path)
-        found.append(Finding("ok", "permissions: database, -wal, -shm and directories are private to this account"))
+        found.append(Finding("ok", "permissions: database, -wal, -shm, lock files and directories are private to "
+                                   "this account"))
     except VaultError as error:
         found.append(Finding("FAIL", f"permissions: {error}"))
     try:

@@ -13,6 +13,7 @@ from vault.storage.base import ListedRow, RowSeqs, StoredRow
 from vault.storage.sqlite import schema
 from vault.storage.sqlite.connections import TRANSLATE, Connections
 from vault.storage.sqlite.schema import CHUNK_SHIFT, MAX_CHUNKS, blob, valid_seq
+from vault.storage.sqlite.writers import Writers
 
 
 class SqliteReads:
@@ -124,36 +125,47 @@ class SqliteReads:
 
 class SqliteWriteTx(SqliteReads):
     """A write transaction (``BEGIN IMMEDIATE``: the write lock up front, so no upgrade deadlock) and its writes.
-    It commits when the block ends; an error inside rolls it back (a failed COMMIT too, as SQLite advises) and
-    leaves as its VaultError. ``committed`` runs after each commit."""
+    It waits for its turn among writers first (writers.py: first come first served, where SQLite's busy handler
+    is not). It commits when the block ends; an error inside rolls it back (a failed COMMIT too, as SQLite
+    advises) and leaves as its VaultError. ``committed`` runs after each commit, the turn still held."""
 
-    __slots__ = ("_committed",)
+    __slots__ = ("_committed", "_writers")
 
-    def __init__(self, connections: Connections, ids_indexed: bool, committed: Callable[[], None]) -> None:
+    def __init__(self, connections: Connections, ids_indexed: bool, committed: Callable[[], None],
+                 writers: Writers) -> None:
         super().__init__(connections, ids_indexed)
+        self._writers = writers
         self._committed = committed
 
     def __enter__(self) -> SqliteWriteTx:
-        self._begin("BEGIN IMMEDIATE", join=False)
+        self._writers.acquire()
+        try:
+            self._begin("BEGIN IMMEDIATE", join=False)
+        except BaseException:
+            self._writers.release()
+            raise
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
         connection = self.connection
         try:
-            if error is None:
-                try:
-                    with TRANSLATE:
-                        connection.execute("COMMIT")
-                except BaseException:
+            try:
+                if error is None:
+                    try:
+                        with TRANSLATE:
+                            connection.execute("COMMIT")
+                    except BaseException:
+                        _roll_back(connection)
+                        raise
+                else:
                     _roll_back(connection)
-                    raise
-            else:
-                _roll_back(connection)
-                TRANSLATE.__exit__(kind, error, trace)  # a sqlite3 error leaves as its VaultError
-                return
+                    TRANSLATE.__exit__(kind, error, trace)  # a sqlite3 error leaves as its VaultError
+                    return
+            finally:
+                self._connections.release(connection)
+            self._committed()
         finally:
-            self._connections.release(connection)
-        self._committed()
+            self._writers.release()
 
     def next_row(self, owner_tag: bytes, key_version: int) -> tuple[int, bytes | None]:
         """The next seq and the recorded commitment of the key version that will wrap the row, in one statement."""

@@ -1,9 +1,10 @@
 """The SQLite store: one file, a connection per thread, writes serialised by SQLite's write lock.
 
 Implements vault/storage/base.py. A write transaction is ``BEGIN IMMEDIATE`` (the write lock taken up front, so
-no upgrade deadlock); a snapshot is a deferred read transaction, or joins the thread's open write transaction.
-Deleted rows leave nothing readable: rows and summaries go under ``secure_delete=ON``, and the WAL is
-checkpointed (truncated) after every delete, gc, shred and rewrap (threat_model.md, "Deletion").
+no upgrade deadlock), entered in turn, first come first served (writers.py); a snapshot is a deferred read
+transaction, or joins the thread's open write transaction. Deleted rows leave nothing readable: rows and
+summaries go under ``secure_delete=ON``, and the WAL is checkpointed (truncated) after every delete, gc, shred
+and rewrap (threat_model.md, "Deletion"), in the same turn as the delete's commit where there is one.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from vault.storage.sqlite.commitments import SqliteCommitments
 from vault.storage.sqlite.connections import TRANSLATE, Connections
 from vault.storage.sqlite.rows import SqliteReads, SqliteWriteTx
 from vault.storage.sqlite.schema import CHUNK_SHIFT, GC_BATCH, MAX_CHUNKS, blob, valid_seq
+from vault.storage.sqlite.writers import Writers
 
 __all__ = ["SqliteCommitments", "SqliteReads", "SqliteStore", "SqliteWriteTx"]
 
@@ -31,6 +33,7 @@ class SqliteStore:
 
     def __init__(self, path: Path) -> None:
         self._connections = Connections(path)
+        self._writers = Writers(path)
         self._scrub_pending = False
         self._ids_indexed = False
         self.commitments = SqliteCommitments(self)
@@ -39,7 +42,7 @@ class SqliteStore:
 
     def transaction(self) -> SqliteWriteTx:
         """A write transaction; commits when the block ends, rolls back when it raises."""
-        return SqliteWriteTx(self._connections, self._ids_indexed, self._after_commit)
+        return SqliteWriteTx(self._connections, self._ids_indexed, self._after_commit, self._writers)
 
     def snapshot(self) -> SqliteReads:
         """A read transaction; inside this thread's write transaction, that transaction."""
@@ -100,7 +103,7 @@ class SqliteStore:
             if found is None or found[0] != row_id:
                 return False
             _delete_seqs(tx.connection, [seq])
-        self.scrub()
+            self._scrub_pending = True  # checkpointed right after the commit, before the next writer's turn
         return True
 
     def delete_expired(self, now: float, progress: Progress = None) -> int:
@@ -113,20 +116,21 @@ class SqliteStore:
 
     def _delete_in_batches(self, select: str, key: object, progress: Callable[[int], None] | None) -> int:
         """Delete the rows ``select`` finds, GC_BATCH per committed transaction (other writers get the lock in
-        between), then scrub; ``progress`` gets the running total after each batch."""
+        between), then scrub (after the last batch's commit, in its turn); ``progress`` gets the running total
+        after each batch."""
         removed = 0
         while True:
             with self.transaction() as tx:
                 seqs = [seq for (seq,) in tx.connection.execute(select, (key, GC_BATCH))]
                 _delete_seqs(tx.connection, seqs)
+                last = len(seqs) < GC_BATCH
+                if last and removed + len(seqs):
+                    self._scrub_pending = True
             removed += len(seqs)
             if progress is not None:
                 progress(removed)
-            if len(seqs) < GC_BATCH:
-                break
-        if removed:
-            self.scrub()
-        return removed
+            if last:
+                return removed
 
     def stats(self, now: float) -> dict[str, Any]:
         """Row and byte counts (all rows, and by key version), and rows expired but not yet collected."""
@@ -137,9 +141,21 @@ class SqliteStore:
                 "by_key_version": {version: {"rows": count, "bytes": total} for version, count, total in by_version}}
 
     def scrub(self) -> None:
-        """Checkpoint the WAL into the file and truncate it (old page images would linger there). A reader can
-        keep it from finishing: it then waits only briefly and stays pending, retried after the next write and
-        on close, rather than stalling or failing the call whose changes are already committed."""
+        """Checkpoint the WAL into the file and truncate it (old page images would linger there), in a writer's
+        turn (a checkpoint takes SQLite's write lock). A reader can keep it from finishing: it then waits only
+        briefly and stays pending, retried after the next write and on close, rather than stalling or failing
+        the call whose changes are already committed."""
+        try:
+            self._writers.acquire()
+        except StorageError:
+            self._scrub_pending = True
+            return
+        try:
+            self._checkpoint()
+        finally:
+            self._writers.release()
+
+    def _checkpoint(self) -> None:
         try:
             connection = self._connections.acquire()
         except StorageError:
@@ -162,6 +178,7 @@ class SqliteStore:
         """Finish a pending scrub, then close every thread's connection; later calls raise StorageError."""
         if self._scrub_pending and not self._connections.closed:
             self.scrub()
+        self._writers.close()
         self._connections.close()
 
 
