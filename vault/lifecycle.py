@@ -99,7 +99,8 @@ class KeyLifecycle:
         """Delete the owner's keyset from the keyring first, then every row of theirs; returns how many rows."""
         check_identifier(user_id, "user_id")
         check_progress(progress)
-        with self._store.transaction():  # serialised with rotate/retire, which read-modify-write the keyset
-            self._keys.delete_owner_keyset(user_id)
+        # under the write lock: serialised with rotate/retire, which read-modify-write the keyset; on a full disk
+        # the store makes room for it, as for every delete
+        self._store.deleting(lambda _tx: self._keys.delete_owner_keyset(user_id))
         with self._counters.integrity_guard():
             return self._store.delete_owner_rows(self._keys.index_key().owner_tag(user_id), progress)

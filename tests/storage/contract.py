@@ -283,8 +283,30 @@ class StoreContract:
     def test_stats_counts_rows_bytes_expired_rows_and_rows_by_version(self, store, ids):
         put(store, ids, expires=NOW)
         put(store, ids, version=2)
-        assert store.stats(NOW) == {"rows": 2, "bytes": 14, "expired_rows": 1,
-                                    "by_key_version": {1: {"rows": 1, "bytes": 7}, 2: {"rows": 1, "bytes": 7}}}
+        stats = store.stats(NOW)
+        disk = stats.pop("disk")
+        assert stats == {"rows": 2, "bytes": 14, "expired_rows": 1,
+                         "by_key_version": {1: {"rows": 1, "bytes": 7}, 2: {"rows": 1, "bytes": 7}}}
+        assert sorted(disk) == ["ballast_bytes", "file_system_bytes", "free_bytes", "reserve_bytes"]
+        assert all(type(value) is int and value >= 0 for value in disk.values())
+        assert disk["free_bytes"] <= disk["file_system_bytes"]
+
+    def test_owner_usage_counts_an_owners_stored_rows_and_bytes_expired_included(self, store, ids):
+        with store.transaction() as tx:
+            assert tx.owner_usage(OWNER) == (0, 0)
+        gone = put(store, ids, expires=NOW - 1)
+        put(store, ids)
+        put(store, ids, owner=OTHER_OWNER)
+        with store.transaction() as tx:
+            assert tx.owner_usage(OWNER) == (2, 14) and tx.owner_usage(OTHER_OWNER) == (1, 7)
+        assert store.delete_row(gone.seq, gone.row_id)
+        with store.transaction() as tx:
+            assert tx.owner_usage(OWNER) == (1, 7)
+
+    def test_check_space_passes_where_the_store_has_room(self, store, ids):
+        store.check_space(0)
+        store.check_space(1 << 20)
+        put(store, ids)
 
     def test_max_chunks_is_a_positive_int(self, store):
         assert type(store.max_chunks) is int and store.max_chunks > 0

@@ -19,6 +19,7 @@ from tests.storage.sqlite.layouts import first_layout, legacy_file, user_version
 from tests.support.file_keyring import FileKeyring
 from tests.support.repository import ROOT
 from vault import NotFound, Principal, Vault
+from vault.storage.sqlite.schema import SCHEMA_VERSION
 
 PREVIOUS = "5869981"  # the last commit before row ids named their seq: SCHEMA_VERSION 2, random ids, id index
 ALICE, BOB = Principal("alice"), Principal("bob")
@@ -114,7 +115,7 @@ def test_the_previous_release_still_running_when_the_schema_is_raised_shares_eve
         assert old.opened == 2
         a1 = old("put", "alice", 1, "old one")
         with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
-            assert user_version(db_path) == 3 and new._store._ids_indexed is True
+            assert user_version(db_path) == SCHEMA_VERSION and new._store._ids_indexed is True
             n2 = new.put(ALICE, "t", 2, "x", "new two").id
             assert new.get(ALICE, a1).content == "old one" and old("get", "alice", n2) == "new two"
             a3 = old("put", "alice", 3, "old three")  # a random id, written after the raise
@@ -150,7 +151,7 @@ def test_the_previous_release_refuses_a_file_made_at_schema_3_and_leaves_it_as_i
     old = Previous(previous_tree, db_path, ring)
     old.close()
     assert old.opened["error"] == "StorageError" and "newer scratchvault" in old.opened["message"]
-    assert user_version(db_path) == 3 and attacker.counts() == before
+    assert user_version(db_path) == SCHEMA_VERSION and attacker.counts() == before
     with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
         assert new.get(ALICE, row).content == "kept"
 
