@@ -36,8 +36,9 @@ def test_db_wal_and_shm_are_0600_and_new_directory_0700_under_umask_0(tmp_path, 
     db_path = tmp_path / "fresh" / "v.db"
     with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
         vault.put(alice, "t", 1, "tool", "x" * 10_000)
-        present = [p for p in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")) if p.exists()]
-        assert len(present) == 3
+        present = [p for p in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm"), Path(f"{db_path}-ballast"))
+                   if p.exists()]
+        assert len(present) == 4
         assert {p.name: mode(p) for p in present} == {p.name: 0o600 for p in present}
     assert mode(db_path) == 0o600
     assert mode(db_path.parent) == 0o700
@@ -77,6 +78,7 @@ def symlinked(suffix: str):
         make_db(elsewhere, ring)  # a valid database the link points to
         if suffix:
             make_db(db_path, ring)
+        Path(f"{db_path}{suffix}").unlink(missing_ok=True)  # the -ballast stays after a vault closes
         os.symlink(elsewhere, f"{db_path}{suffix}")
     return arrange
 
@@ -84,7 +86,8 @@ def symlinked(suffix: str):
 REFUSED = {"dir_0777": unsafe_dir(0o777), "dir_0775": unsafe_dir(0o775), "dir_0722": unsafe_dir(0o722),
            "db_0666": unsafe_file(0o666), "db_0620": unsafe_file(0o620), "wal_0666": unsafe_file(0o666, "-wal"),
            "shm_0602": unsafe_file(0o602, "-shm"), "db_symlink": symlinked(""), "wal_symlink": symlinked("-wal"),
-           "shm_symlink": symlinked("-shm")}
+           "shm_symlink": symlinked("-shm"), "ballast_0606": unsafe_file(0o606, "-ballast"),
+           "ballast_symlink": symlinked("-ballast")}
 
 
 def snapshot(root: Path) -> dict[str, tuple]:

@@ -22,7 +22,8 @@ def describe(path: Path, now: float) -> list[Finding]:
         return [*found, Finding("FAIL", "no database at that path (nothing else to check)")]
     try:
         paths.check_path_safety(path)
-        found.append(Finding("ok", "permissions: database, -wal, -shm and directories are private to this account"))
+        found.append(Finding("ok", "permissions: database, -wal, -shm, -ballast and directories are private to "
+                                   "this account"))
     except VaultError as error:
         found.append(Finding("FAIL", f"permissions: {error}"))
     found += space.findings(path)
