@@ -131,8 +131,8 @@ class SqliteWriteTx(SqliteReads):
     """A write transaction (``BEGIN IMMEDIATE``: the write lock up front, so no upgrade deadlock) and its writes.
     It commits when the block ends; an error inside rolls it back (a failed COMMIT too, as SQLite advises) and
     leaves as its VaultError. ``committed`` runs after each commit. With ``space``, a row's chunks and the row
-    itself are refused (QuotaExceeded) when they would pass the disk reserve: checked at its first chunk, every
-    CHECK_EVERY chunks after, and before the row goes in."""
+    itself are refused (QuotaExceeded) when they would pass the disk reserve: checked every CHECK_EVERY chunks
+    and before the row goes in (the put checked once more before it took the write lock)."""
 
     __slots__ = ("_committed", "_log_before", "_space", "_written")
 
