@@ -36,3 +36,8 @@ class UnsafeStorage(VaultError):
 
 class StorageError(VaultError):
     """The database failed for a reason that is neither tampering nor a bad argument (busy, disk full, closed)."""
+
+
+class QuotaExceeded(StorageError):
+    """A put was refused before anything was stored: it would leave less free space on the database's file
+    system than the vault's reserve, or pass its owner's row or byte quota. The message says which and how much."""

@@ -100,8 +100,8 @@ class KeyLifecycle:
         returns how many rows. Run again after a failure, it finishes (the tombstones say what to delete)."""
         check_identifier(user_id, "user_id")
         check_progress(progress)
-        with self._store.transaction():  # serialised with rotation and first keys, which write under the lock
-            owner_tag = self._keys.destroy_owner(user_id)
+        # under the write lock, serialised with rotation and first keys; on a full disk the store makes room
+        owner_tag = self._store.deleting(lambda _tx: self._keys.destroy_owner(user_id))
         self._keys.sweep(owner_tag)
         with self._counters.integrity_guard():
             return self._store.delete_owner_rows(owner_tag, progress)

@@ -10,6 +10,7 @@ from keyring.backend import KeyringBackend
 from keys import KeyManager, KeyringEdge, resolve_backend
 from vault.errors import IntegrityError, InvalidArgument
 from vault.inputs import check_int, check_positive_setting
+from vault.quotas import MAX_SETTING, OwnerQuotas
 from vault.storage import Store, open_store
 
 DEFAULT_MAX_TTL = 30 * 24 * 3600.0
@@ -21,8 +22,9 @@ MAX_READ_LIMIT = 10_000_000
 
 
 def check_settings(clock: object, max_read: object, max_ttl_seconds: object, key_cache_seconds: object,
-                   key_cache_size: object, keyring_timeout: object) -> None:
-    """Every setting of ``Vault.open`` valid, before anything is opened or written."""
+                   key_cache_size: object, keyring_timeout: object, disk_reserve_bytes: object = None,
+                   owner_max_rows: object = None, owner_max_bytes: object = None) -> OwnerQuotas:
+    """Every setting of ``Vault.open`` valid, before anything is opened or written; returns the owner quotas."""
     check_int(max_read, "max_read", 1, MAX_READ_LIMIT)
     check_positive_setting(max_ttl_seconds, "max_ttl_seconds")
     if check_positive_setting(key_cache_seconds, "key_cache_seconds") > MAX_KEY_CACHE_SECONDS:
@@ -31,14 +33,17 @@ def check_settings(clock: object, max_read: object, max_ttl_seconds: object, key
     if not callable(clock):
         raise InvalidArgument("clock must be a callable returning seconds")
     check_positive_setting(keyring_timeout, "keyring_timeout")
+    if disk_reserve_bytes is not None:
+        check_int(disk_reserve_bytes, "disk_reserve_bytes", 0, MAX_SETTING)
+    return OwnerQuotas.checked(owner_max_rows, owner_max_bytes)
 
 
 def open_parts(location: object, backend: KeyringBackend | None, key_cache_seconds: float, key_cache_size: int,
-               keyring_timeout: float) -> tuple[Store, KeyManager]:
+               keyring_timeout: float, disk_reserve_bytes: int | None = None) -> tuple[Store, KeyManager]:
     """The store at ``location`` and its key manager, the index key already fetched and checked (a missing or
     replaced one fails here, not on first use). Refuses an unacceptable keyring before the store is touched."""
     keyring = KeyringEdge(resolve_backend(backend), timeout=float(keyring_timeout))
-    store = open_store(location)
+    store = open_store(location, disk_reserve_bytes)
     try:
         keys = _key_manager(store, keyring, key_cache_seconds, key_cache_size)
         keys.index_key()

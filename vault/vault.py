@@ -37,9 +37,8 @@ from vault.opening import DEFAULT_KEY_CACHE_SECONDS as CACHE_SECONDS
 from vault.opening import DEFAULT_KEY_CACHE_SIZE as CACHE_SIZE
 from vault.opening import DEFAULT_KEYRING_TIMEOUT as KEYRING_TIMEOUT
 from vault.opening import DEFAULT_MAX_TTL, check_settings, open_parts
-from vault.row.chunks import classify, content_chunks
+from vault.quotas import OwnerQuotas
 from vault.row.format import Metadata, SummaryRecord, record_fields, summary_fields
-from vault.row.json_values import encode_json
 from vault.row.slices import chunk_span, cut, joined, plan
 from vault.storage import Snapshot, Store, StoredRow
 from vault.writing import write_row
@@ -52,8 +51,8 @@ class Vault:
     """An encrypted, ownership-checked store of observations (SQLite file by default), keys in the OS keyring."""
 
     def __init__(self, store: Store, keys: KeyManager, *, clock: Callable[[], float], max_read: int,
-                 max_ttl_seconds: float) -> None:
-        self._store, self._keys, self._clock = store, keys, clock
+                 max_ttl_seconds: float, quotas: OwnerQuotas | None = None) -> None:
+        self._store, self._keys, self._clock, self._quotas = store, keys, clock, quotas or OwnerQuotas()
         self.max_read, self.max_ttl_seconds = max_read, max_ttl_seconds
         self._rows = RowRecipe(keys)
         self._counters = Counters()
@@ -64,11 +63,15 @@ class Vault:
     def open(cls, path: str | Path | None = None, *, keyring_backend: KeyringBackend | None = None,
              clock: Callable[[], float] = time.time, max_read: int = 16000, max_ttl_seconds: float = DEFAULT_MAX_TTL,
              key_cache_seconds: float = CACHE_SECONDS, key_cache_size: int = CACHE_SIZE,
-             keyring_timeout: float = KEYRING_TIMEOUT) -> Vault:
-        """Open (or create) a vault; refuses unsafe paths and unacceptable keyrings before writing anything."""
-        check_settings(clock, max_read, max_ttl_seconds, key_cache_seconds, key_cache_size, keyring_timeout)
-        store, keys = open_parts(path, keyring_backend, key_cache_seconds, key_cache_size, keyring_timeout)
-        return cls(store, keys, clock=clock, max_read=max_read, max_ttl_seconds=float(max_ttl_seconds))
+             keyring_timeout: float = KEYRING_TIMEOUT, disk_reserve_bytes: int | None = None,
+             owner_max_rows: int | None = None, owner_max_bytes: int | None = None) -> Vault:
+        """Open (or create) a vault; refuses unsafe paths and unacceptable keyrings before writing anything. Disk
+        reserve (None: max(64 MiB, 1%)) and owner quotas (None: none): README, "Disk space and quotas"."""
+        quotas = check_settings(clock, max_read, max_ttl_seconds, key_cache_seconds, key_cache_size, keyring_timeout,
+                                disk_reserve_bytes, owner_max_rows, owner_max_bytes)
+        store, keys = open_parts(path, keyring_backend, key_cache_seconds, key_cache_size, keyring_timeout,
+                                 disk_reserve_bytes)
+        return cls(store, keys, clock=clock, max_read=max_read, max_ttl_seconds=float(max_ttl_seconds), quotas=quotas)
 
     # -- writing ---------------------------------------------------------------------------------------
     @audited("put")
@@ -80,13 +83,9 @@ class Vault:
         check_step(step_num)
         check_identifier(executor_name, "executor_name")
         ttl = check_ttl(ttl_seconds, self.max_ttl_seconds)
-        kind = classify(observation)
-        source = encode_json(observation) if kind == "json" else observation
         created_at = self._now()
-        rep = write_row(self._store, self._keys, self._rows, self._counters.integrity_guard(), principal, turn_id,
-                        step_num, executor_name, kind, observation if kind == "json" else None,
-                        content_chunks(source, kind != "binary", self._store.max_chunks), created_at,
-                        expiry(created_at, ttl))
+        rep = write_row(self._store, self._keys, self._rows, self._counters.integrity_guard(), self._quotas,
+                        principal, turn_id, step_num, executor_name, observation, created_at, expiry(created_at, ttl))
         self._counters.count("puts")
         return rep
 
@@ -203,10 +202,10 @@ class Vault:
             return reads.turn_has_rows(owner_tag, index.turn_tag(owner_tag, turn_id), self._now())
 
     def stats(self) -> dict[str, Any]:
-        """Counts of rows and bytes stored (in all and by key version), expired-but-uncollected rows, and this
-        process's counters (reads, denials, integrity failures since open)."""
-        return {**self._store.stats(self._now()), "counters": self._counters.snapshot(),
-                **self._keys.stats()}
+        """Counts of rows and bytes stored (in all and by key version), expired-but-uncollected rows, free space
+        and the disk reserve, the owner quotas, and this process's counters (reads, denials, integrity failures)."""
+        return {**self._store.stats(self._now()), "quotas": self._quotas.report(),
+                "counters": self._counters.snapshot(), **self._keys.stats()}
 
     def audit_tags(self, *, user_id: str | None = None, actor: str | None = None, channel: str | None = None,
                    turn_id: str | None = None) -> dict[str, str]:

@@ -1,5 +1,6 @@
-"""A put's write: the owner's keyset, then one write transaction that takes the row's seq, seals and inserts its
-chunks as they are cut, then its envelope and summary (all or nothing: a killed put leaves no half row)."""
+"""A put's write: the disk reserve checked, the owner's keyset, then one write transaction that takes the row's seq,
+checks the owner's quotas, seals and inserts its chunks as they are cut (the store checking the reserve as they go),
+then its envelope and summary (all or nothing: a killed or refused put leaves no half row)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from keys import KeyManager, OwnerKeyset, RowRecipe, RowWriter
-from vault.errors import KeyUnavailable
+from vault.errors import KeyUnavailable, StorageError
 from vault.model import Principal, Representation, representation
-from vault.row.chunks import Chunk
+from vault.quotas import OwnerQuotas
+from vault.row.chunks import Chunk, classify, content_chunks
 from vault.row.format import Metadata, SummaryRecord
+from vault.row.json_values import encode_json
 from vault.row.summaries import SummaryBuilder
 from vault.storage import Store, StoredRow, WriteTx
 
@@ -19,9 +22,26 @@ KEYSET_ATTEMPTS = 3  # a put whose owner's keys change under it this often in a 
 
 
 def write_row(store: Store, keys: KeyManager, rows: RowRecipe, guard: AbstractContextManager[None],
-              principal: Principal, turn_id: str, step_num: int, executor_name: str, kind: str, json_value: Any,
-              chunks: Iterator[Chunk], created_at: float, expires_at: float) -> Representation:
-    """Store one row of validated inputs (``guard`` around its transaction); returns what the model sees of it."""
+              quotas: OwnerQuotas, principal: Principal, turn_id: str, step_num: int, executor_name: str,
+              observation: Any, created_at: float, expires_at: float) -> Representation:
+    """Store one observation (its other inputs validated; ``guard`` around its transaction); returns what the
+    model sees of it. QuotaExceeded, nothing stored, past the disk reserve or the owner's quotas."""
+    kind = classify(observation)
+    source = encode_json(observation) if kind == "json" else observation
+    chunks = content_chunks(source, kind != "binary", store.max_chunks)
+    store.check_space(_known_size(source))  # before the write lock, and before a new owner's first key is made
+    try:
+        return _write_row(store, keys, rows, guard, quotas, principal, turn_id, step_num, executor_name, kind,
+                          observation if kind == "json" else None, chunks, created_at, expires_at)
+    except StorageError:  # refused, or the disk filled: what the rolled-back row wrote to the log goes
+        store.scrub()
+        raise
+
+
+def _write_row(store: Store, keys: KeyManager, rows: RowRecipe, guard: AbstractContextManager[None],
+               quotas: OwnerQuotas, principal: Principal, turn_id: str, step_num: int, executor_name: str, kind: str,
+               json_value: Any, chunks: Iterator[Chunk], created_at: float, expires_at: float) -> Representation:
+    """The row's keyset, then its one write transaction: quotas under the write lock, chunks, envelope, summary."""
     user_id = principal.user_id
     index = keys.index_key()
     owner_tag = index.owner_tag(user_id)
@@ -33,9 +53,10 @@ def write_row(store: Store, keys: KeyManager, rows: RowRecipe, guard: AbstractCo
             seq, recorded = tx.next_row(owner_tag, keyset.primary)
             if not keys.is_current(keyset, recorded):  # retired, shredded or re-created elsewhere: nothing is
                 continue  # written yet, and a keyset is never made inside this transaction (keys/manager.py)
+            admitted = quotas.admit(tx, owner_tag, chunks)
             row_id = index.row_id(seq)  # the id names the seq, so it is made under the write lock
             writer = rows.writer(keyset, user_id, row_id, turn_id, step_num, executor_name, kind)
-            chunk_units, size_bytes = _insert_chunks(tx, seq, writer, chunks, summary)
+            chunk_units, size_bytes = _insert_chunks(tx, seq, writer, admitted, summary)
             summary_text, retained = summary.finish()
             size_units = sum(chunk_units)
             metadata = Metadata(user_id, principal.actor, principal.channel, turn_id, step_num, executor_name, kind,
@@ -49,6 +70,19 @@ def write_row(store: Store, keys: KeyManager, rows: RowRecipe, guard: AbstractCo
                               created_at, summary_text, retained)
     raise KeyUnavailable("this owner's keys changed on every attempt of this put (rotated, retired or shredded "
                          "elsewhere meanwhile); nothing was stored, retry")
+
+
+def _known_size(source: Any) -> int:
+    """What an observation's size is known to be before it is cut: a str's length (its UTF-8 is no shorter), a
+    bytes-like's bytes; 0 for a stream."""
+    if isinstance(source, str):
+        return len(source)
+    if isinstance(source, bytes | bytearray | memoryview):
+        try:
+            return memoryview(source).nbytes
+        except ValueError:  # a released view: refused (InvalidArgument) when it is cut
+            return 0
+    return 0
 
 
 def _keyset(store: Store, keys: KeyManager, user_id: str, owner_tag: bytes, refresh: bool) -> OwnerKeyset:

@@ -100,6 +100,8 @@ def test_json_output_of_every_command_parses(cli):
     assert [r["id"] for r in json.loads(cli.ok("list", "--user", USER, "--turn", TURN, "--json"))] == [rep["id"]]
     stats = json.loads(cli.ok("stats", "--json"))
     assert (stats["rows"], stats["by_key_version"]) == (1, {"1": {"rows": 1, "bytes": len(CONTENT)}})
+    assert stats["disk"]["reserve_bytes"] >= 64 << 20 and stats["quotas"]["owner_max_rows"] is None
+    assert re.search(r"^disk +[\d,]+ bytes free, reserve [\d,]+ \(ballast 1,048,576\)$", cli.ok("stats"), re.M)
     assert json.loads(cli.ok("keys", "rotate", "--user", USER, "--json")) == {"key_version": 2}
     assert json.loads(cli.ok("keys", "rewrap", "--json")) == {"rewrapped": 1}
     assert json.loads(cli.ok("keys", "retire", "--user", USER, "--json")) == {"retired": 1}

@@ -70,3 +70,15 @@ def test_doctor_fails_on_a_sqlite_file_that_is_no_vault(db_path):
     not_a_vault(db_path)
     lines, safe = diagnose(db_path)
     assert not safe and "FAIL  database: not a scratchvault database (SQLite, but no schema version)" in lines
+
+
+def test_doctor_reports_free_space_against_the_default_reserve(db_path, keyring_backend):
+    with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
+        vault.put(Principal("alice"), "t", 1, "x", "hello")
+    lines, _ = diagnose(db_path)
+    info = os.statvfs(db_path.parent)
+    reserve = max(64 << 20, info.f_blocks * info.f_frsize // 100)
+    status = "WARN" if info.f_bavail * info.f_frsize + (1 << 20) < reserve else "ok"
+    disk = [line for line in lines if " disk: " in line]
+    assert len(disk) == 1 and disk[0].startswith(f"{status:<6}disk: "), lines
+    assert f"default reserve {reserve / (1 << 20):,.1f} MiB (max(64 MiB, 1%)), ballast 1.0 MiB" in disk[0]

@@ -123,11 +123,15 @@ def gc(args: argparse.Namespace) -> int:
 
 
 def stats(args: argparse.Namespace) -> int:
-    """Rows and bytes, by key version, expired rows awaiting gc, and this process's counters."""
+    """Rows and bytes, by key version, expired rows awaiting gc, free space and the reserve, and this process's
+    counters."""
     with open_vault(args) as vault:
         facts = vault.stats()
+    disk = facts["disk"]
     lines = [f"rows            {facts['rows']:,} ({facts['bytes']:,} bytes)",
-             f"expired rows    {facts['expired_rows']:,} (awaiting gc)"]
+             f"expired rows    {facts['expired_rows']:,} (awaiting gc)",
+             f"disk            {disk['free_bytes']:,} bytes free, reserve {disk['reserve_bytes']:,} "
+             f"(ballast {disk['ballast_bytes']:,})"]
     lines += [f"key version {version:<3} {counts['rows']:,} rows ({counts['bytes']:,} bytes)"
               for version, counts in facts["by_key_version"].items()]
     lines += [f"counters        {', '.join(f'{name} {count}' for name, count in facts['counters'].items())}",

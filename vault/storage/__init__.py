@@ -35,9 +35,10 @@ def default_location() -> Path:
     return default_path()
 
 
-def open_store(location: object) -> Store:
-    """The store at ``location`` (a path: SQLite, created private if new; checked for unsafe permissions)."""
-    return SqliteStore(prepare(location))
+def open_store(location: object, disk_reserve_bytes: int | None = None) -> Store:
+    """The store at ``location`` (a path: SQLite, created private if new; checked for unsafe permissions), keeping
+    ``disk_reserve_bytes`` free on its file system (None: the default for that file system; 0: no reserve)."""
+    return SqliteStore(prepare(location), disk_reserve_bytes)
 
 
 def describe(location: Path, now: float | None = None) -> list[Finding]:

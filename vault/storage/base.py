@@ -7,7 +7,8 @@ One transaction convention:
 - writes run only inside ``store.transaction()``, which yields a :class:`WriteTx` (it reads too). It commits
   when the block ends and rolls back when it raises. Write transactions of one vault are serialised: two never
   hand out one seq, and what a put reads in ``next_row`` still holds when it inserts;
-- the batched deletes, ``stats``, ``scrub`` and ``close`` run on their own; ``describe`` (for doctor) reads a
+- the batched deletes, ``check_space``, ``stats``, ``scrub`` and ``close`` run on their own; deletes must work on
+  a full disk (the SQLite store releases a ballast file for them); ``describe`` (for doctor) reads a
   database without opening it as a vault.
 
 Key commitments (``store.commitments``, the ``keys.KeyCommitments`` protocol) join the write transaction the
@@ -25,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from keys import KeyCommitments
 
@@ -33,6 +34,7 @@ from keys import KeyCommitments
 ListedRow = tuple[int, bytes, int, float, int, bytes]
 RowSeqs = Callable[[list[bytes]], list[int]]  # the seq each row id names (IndexKey.row_seqs)
 Progress = Callable[[int], None] | None
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -91,10 +93,14 @@ class WriteTx(Snapshot, Protocol):
         (None if none), read together so the put can refuse a version retired or shredded meanwhile."""
 
     def insert_chunk(self, seq: int, index: int, sealed: bytes) -> None:
-        """Store sealed chunk ``index`` of row ``seq``."""
+        """Store sealed chunk ``index`` of row ``seq``; QuotaExceeded when the store's free-space reserve would be
+        passed (checked as a row's chunks go in, so a long stream stops early; the transaction then rolls back)."""
 
     def insert_row(self, row: StoredRow, sealed_summary: bytes) -> None:
-        """Store a row's clear columns, envelope and summary (after its chunks)."""
+        """Store a row's clear columns, envelope and summary (after its chunks); QuotaExceeded as above."""
+
+    def owner_usage(self, owner_tag: bytes) -> tuple[int, int]:
+        """(rows, bytes) stored for an owner, expired rows not yet collected included: what its quotas count."""
 
     def update_expiry(self, seq: int, expires_at: float, metadata: bytes, sealed_summary: bytes) -> None:
         """Give row ``seq`` a new expiry with its metadata and summary sealed again for it."""
@@ -127,6 +133,15 @@ class Store(Protocol):
     def is_empty(self) -> bool:
         """No rows and no key commitments: nothing a new vault id and index key could orphan."""
 
+    def check_space(self, size_hint: int) -> None:
+        """QuotaExceeded when a put of about ``size_hint`` bytes (0: not known, a stream) would leave less free
+        space than the store keeps in reserve; called before the put waits for the write lock. Nothing is
+        written."""
+
+    def deleting(self, work: Callable[[WriteTx], T]) -> T:
+        """``work``, a write that only removes (a shred forgetting keys), in a write transaction that must succeed
+        on a full disk too: the store makes room for it (the SQLite store releases its ballast and runs it again)."""
+
     def delete_row(self, seq: int, row_id: bytes) -> bool:
         """Delete one row, its summary and chunks, then scrub; False if that row is no longer there."""
 
@@ -137,7 +152,9 @@ class Store(Protocol):
         """Delete every row of an owner in batches, then scrub; ``progress`` gets the running total."""
 
     def stats(self, now: float) -> dict[str, Any]:
-        """Counts of rows and bytes (in all and by key version) and of expired rows not yet collected."""
+        """Counts of rows and bytes (in all and by key version) and of expired rows not yet collected, and
+        ``disk``: its free space and reserve (``free_bytes``, ``reserve_bytes``, ``ballast_bytes``,
+        ``file_system_bytes``)."""
 
     def scrub(self) -> None:
         """Remove what deletes and rewraps left readable beyond the live tables (a log, old page images); a
@@ -149,7 +166,8 @@ class Store(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One line of ``doctor``'s report about a database: ``status`` is "ok", "FAIL" (unsafe) or "" (a fact)."""
+    """One line of ``doctor``'s report about a database: ``status`` is "ok", "FAIL" (unsafe), "WARN" (safe, but
+    needs attention: less free space than the reserve) or "" (a fact)."""
 
     status: str
     text: str

@@ -98,3 +98,17 @@ def id_indexes(db: Path) -> list[str]:
     with closing(sqlite3.connect(db)) as conn:
         return [name for _, name, unique, _, _ in conn.execute("PRAGMA index_list(rows)")
                 if unique and [c for *_, c in conn.execute("SELECT * FROM pragma_index_info(?)", (name,))] == ["id"]]
+
+
+def as_schema_3(db: Path) -> Path:
+    """Turn a file this scratchvault made back into what schema 3 made: no index on (owner_tag, size_bytes)."""
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("DROP INDEX rows_owner_usage")
+        conn.execute("PRAGMA user_version = 3")
+    return db
+
+
+def usage_index(db: Path) -> list[str]:
+    """The columns of the index quotas count with (empty when the file has none)."""
+    with closing(sqlite3.connect(db)) as conn:
+        return [c for *_, c in conn.execute("SELECT * FROM pragma_index_info('rows_owner_usage')")]

@@ -37,8 +37,9 @@ def test_db_wal_and_shm_are_0600_and_new_directory_0700_under_umask_0(tmp_path, 
     db_path = tmp_path / "fresh" / "v.db"
     with Vault.open(db_path, keyring_backend=keyring_backend) as vault:
         vault.put(alice, "t", 1, "tool", "x" * 10_000)
-        present = [p for p in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm")) if p.exists()]
-        assert len(present) == 3
+        present = [p for p in (db_path, Path(f"{db_path}-wal"), Path(f"{db_path}-shm"), Path(f"{db_path}-ballast"))
+                   if p.exists()]
+        assert len(present) == 4
         assert {p.name: mode(p) for p in present} == {p.name: 0o600 for p in present}
     assert mode(db_path) == 0o600
     assert mode(db_path.parent) == 0o700
@@ -86,6 +87,7 @@ def symlinked(suffix: str):
         make_db(elsewhere, ring)  # a valid database the link points to
         if suffix:
             make_db(db_path, ring)
+        Path(f"{db_path}{suffix}").unlink(missing_ok=True)  # the -ballast stays after a vault closes
         os.symlink(elsewhere, f"{db_path}{suffix}")
     return arrange
 
@@ -103,7 +105,8 @@ REFUSED = {"dir_0777": unsafe_dir(0o777), "dir_0775": unsafe_dir(0o775), "dir_07
            "shm_0602": unsafe_file(0o602, "-shm"), "db_symlink": symlinked(""), "wal_symlink": symlinked("-wal"),
            "shm_symlink": symlinked("-shm"), "lock_0666": unsafe_file(0o666, "-lock"),
            "lock_next_0622": unsafe_file(0o622, "-lock-next"), "lock_symlink": symlinked_lock("-lock"),
-           "lock_next_symlink": symlinked_lock("-lock-next")}
+           "lock_next_symlink": symlinked_lock("-lock-next"), "ballast_0606": unsafe_file(0o606, "-ballast"),
+           "ballast_symlink": symlinked("-ballast")}
 
 
 def snapshot(root: Path) -> dict[str, tuple]:

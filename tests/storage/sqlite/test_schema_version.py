@@ -2,14 +2,22 @@
 an older scratchvault refuses it from then on: one that knows only version 1 would rewrap format 2 summaries
 without sealing them again, and one that knows only version 2 would write random row ids that this one, which
 finds a row from its id's encrypted seq, could not find in a file made without an index on ids. A file made
-before version 3 keeps that index, and its old rows read; a database from a newer scratchvault is refused."""
+before version 3 keeps that index, and its old rows read; a file of version 3 gains the index per-owner quotas
+count with (version 4), over its old rows; a database from a newer scratchvault is refused."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.storage.sqlite.layouts import id_indexes, legacy_file, set_user_version, user_version
-from vault import Principal, StorageError, Vault
+from tests.storage.sqlite.layouts import (
+    as_schema_3,
+    id_indexes,
+    legacy_file,
+    set_user_version,
+    usage_index,
+    user_version,
+)
+from vault import Principal, QuotaExceeded, StorageError, Vault
 from vault.storage.sqlite.schema import SCHEMA_VERSION
 
 
@@ -19,7 +27,7 @@ def test_a_file_from_before_version_3_is_raised_to_the_current_one_and_keeps_its
     assert SCHEMA_VERSION == 4
     legacy_file(db_path, old_version)
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
-        assert user_version(db_path) == SCHEMA_VERSION
+        assert user_version(db_path) == SCHEMA_VERSION and usage_index(db_path) == ["owner_tag", "size_bytes"]
         row = vault.put(Principal("alice"), "t", 1, "x", "kept").id
     attacker.shift_rows(1000)  # a row as version 2 wrote it: moved, found by its id alone
     assert id_indexes(db_path) == ["sqlite_autoindex_rows_1"]
@@ -35,6 +43,21 @@ def test_a_new_file_has_no_index_on_row_ids(db_path, keyring_backend, clock):
         assert vault.get(Principal("alice"), row).content == "kept"
     assert user_version(db_path) == SCHEMA_VERSION
     assert id_indexes(db_path) == []
+
+
+def test_a_file_of_version_3_gains_the_usage_index_and_its_old_rows_count_against_quotas(db_path, keyring_backend,
+                                                                                         clock):
+    alice = Principal("alice")
+    with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
+        rows = [vault.put(alice, "t", step, "x", "old row").id for step in range(2)]
+    as_schema_3(db_path)
+    assert usage_index(db_path) == []
+    with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock, owner_max_rows=3) as vault:
+        assert user_version(db_path) == 4 and usage_index(db_path) == ["owner_tag", "size_bytes"]
+        vault.put(alice, "t", 3, "x", "the third")
+        with pytest.raises(QuotaExceeded, match="quota of 3 stored rows"):
+            vault.put(alice, "t", 4, "x", "a fourth")
+        assert [vault.get(alice, row).content for row in rows] == ["old row", "old row"]
 
 
 def test_a_database_from_a_newer_scratchvault_is_refused_and_left_as_it_is(db_path, keyring_backend, clock):

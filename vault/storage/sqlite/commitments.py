@@ -93,9 +93,14 @@ class SqliteCommitments:
         return [(blob(tag), _version(version), swept == 1) for tag, version, swept in found]
 
     def mark_swept(self, owner_tag: bytes, versions: list[int]) -> None:
-        """Record that the keyring entries of these destroyed versions were found gone (or deleted)."""
-        self._store.atomic([("UPDATE key_tombstones SET swept = 1 WHERE owner_tag = ? AND version = ?",
-                             (owner_tag, version)) for version in versions])
+        """Record that the keyring entries of these destroyed versions were found gone (or deleted); part of a
+        shred, so on a full file system it makes room like a delete (store.deleting)."""
+        statements = [("UPDATE key_tombstones SET swept = 1 WHERE owner_tag = ? AND version = ?", (owner_tag, version))
+                      for version in versions]
+        if not statements or self._store.in_transaction():  # joined (a first key's sweep, under the write lock)
+            self._store.atomic(statements)
+        else:
+            self._store.deleting(lambda tx: [tx.connection.execute(*statement) for statement in statements])
 
     def registered_owners(self) -> list[tuple[bytes, bytes]]:
         """(owner tag, sealed name) of every registered owner."""

@@ -18,6 +18,11 @@ from vault.storage.sqlite import paths
 PRAGMAS = ("journal_mode = WAL", "synchronous = FULL", "secure_delete = ON", "foreign_keys = OFF",
            "trusted_schema = OFF", "busy_timeout = 30000")
 _CORRUPT = ("malformed", "not a database", "corrupt", "file is encrypted")
+_SQLITE_FULL = 13  # SQLite's primary result code for "database or disk is full" (ENOSPC on a write)
+
+
+class FileSystemFull(StorageError):
+    """SQLite could not write for want of space: the store's deletes answer it by releasing their ballast."""
 
 
 def file_uri(path: Path, mode: str) -> str:
@@ -111,6 +116,9 @@ class _TranslateErrors:
                 raise IntegrityError("a stored column holds text that is not UTF-8") from None
             if isinstance(error, sqlite3.DatabaseError) and any(word in message for word in _CORRUPT):
                 raise IntegrityError("the database file is corrupt (SQLite: " + message + ")") from None
+            if (getattr(error, "sqlite_errorcode", None) or 0) & 0xFF == _SQLITE_FULL:
+                raise FileSystemFull("the database's file system is full (SQLite: " + message + "); nothing was "
+                                     "written. Run gc or delete rows, or free space on it") from None
             if "closed" in message:
                 raise StorageError("the vault is closed") from None
             raise StorageError(f"database error ({type(error).__name__}: {message})") from None

@@ -10,21 +10,23 @@ from pathlib import Path
 
 from vault.errors import UnsafeStorage, VaultError
 from vault.storage.base import Finding
-from vault.storage.sqlite import paths, schema
+from vault.storage.sqlite import paths, schema, space
 from vault.storage.sqlite.connections import TRANSLATE, file_uri
 
 
 def describe(path: Path, now: float) -> list[Finding]:
-    """Findings about the file at ``path``: permissions, schema version, vault id, counts, SQLite's quick_check."""
+    """Findings about the file at ``path``: permissions, free space, schema version, vault id, counts, SQLite's
+    quick_check."""
     found = [Finding("", f"database: {path}")]
     if not path.exists():
         return [*found, Finding("FAIL", "no database at that path (nothing else to check)")]
     try:
         paths.check_path_safety(path)
-        found.append(Finding("ok", "permissions: database, -wal, -shm, lock files and directories are private to "
-                                   "this account"))
+        found.append(Finding("ok", "permissions: database, -wal, -shm, -ballast, lock files and directories are "
+                                   "private to this account"))
     except VaultError as error:
         found.append(Finding("FAIL", f"permissions: {error}"))
+    found += space.findings(path)
     try:
         with _read_only(path) as connection:
             return found + _facts(connection, now)

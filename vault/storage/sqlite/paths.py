@@ -1,12 +1,12 @@
 """Where the database lives, and refusing places other accounts could tamper with.
 
 The file is created 0600 by us before SQLite opens it, because SQLite gives the -wal and -shm files the
-database file's mode; the writers' -lock and -lock-next files are made with mode 0600 when first used
-(writers.py). Directories we create are 0700. Refused (UnsafeStorage): a database, -wal, -shm, -lock,
--lock-next or directory writable by group or others or owned by another account; an ancestor directory another
-account could rename or replace (writable by others without the sticky bit, or owned by someone other than us
-or root); a symlinked database file. The file's identity is recorded at open and checked again before every new
-connection, so a file swapped later is not followed.
+database file's mode; the writers' -lock and -lock-next files (writers.py) and the disk reserve's -ballast file
+(space.py) are made with mode 0600 ourselves. Directories we create are 0700. Refused (UnsafeStorage): a
+database, -wal, -shm, -lock, -lock-next, -ballast or directory writable by group or others or owned by another
+account; an ancestor directory another account could rename or replace (writable by others without the sticky
+bit, or owned by someone other than us or root); a symlinked database file. The file's identity is recorded at
+open and checked again before every new connection, so a file swapped later is not followed.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def prepare(path: object) -> Path:
         _check_ancestors(target.parent)
         _prepare_directory(target.parent)
         _create_file(target)
-        for candidate in _files(target):
+        for candidate in companions(target):
             check_file(candidate)
     except OSError as error:
         raise UnsafeStorage(f"cannot use the database path ({error.strerror or type(error).__name__})") from None
@@ -48,15 +48,16 @@ def check_path_safety(target: Path) -> None:
         _check_ancestors(target.parent)
         info = target.parent.stat()
         _check_owner_and_mode(info, "the database directory", target.parent)
-        for candidate in _files(target):
+        for candidate in companions(target):
             check_file(candidate)
     except OSError as error:
         raise UnsafeStorage(f"cannot use the database path ({error.strerror or type(error).__name__})") from None
 
 
-def _files(target: Path) -> tuple[Path, ...]:
-    """The database, SQLite's -wal and -shm, and the writers' lock files (writers.py)."""
-    return target, Path(f"{target}-wal"), Path(f"{target}-shm"), *lock_paths(target)
+def companions(target: Path) -> tuple[Path, ...]:
+    """The database file and the files kept beside it: SQLite's -wal and -shm, the disk reserve's -ballast, and
+    the writers' lock files (writers.py)."""
+    return target, Path(f"{target}-wal"), Path(f"{target}-shm"), Path(f"{target}-ballast"), *lock_paths(target)
 
 
 def identity(path: Path) -> tuple[int, int]:

@@ -7,13 +7,18 @@ import contextlib
 import hmac
 import sqlite3
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from vault.errors import IntegrityError
 from vault.storage.base import ListedRow, RowSeqs, StoredRow
 from vault.storage.sqlite import schema
 from vault.storage.sqlite.connections import TRANSLATE, Connections
 from vault.storage.sqlite.schema import CHUNK_SHIFT, MAX_CHUNKS, blob, valid_seq
+from vault.storage.sqlite.space import CHECK_EVERY, REUSABLE, put_needs
 from vault.storage.sqlite.writers import Writers
+
+if TYPE_CHECKING:
+    from vault.storage.sqlite.space import DiskSpace
 
 
 class SqliteReads:
@@ -127,15 +132,21 @@ class SqliteWriteTx(SqliteReads):
     """A write transaction (``BEGIN IMMEDIATE``: the write lock up front, so no upgrade deadlock) and its writes.
     It waits for its turn among writers first (writers.py: first come first served, where SQLite's busy handler
     is not). It commits when the block ends; an error inside rolls it back (a failed COMMIT too, as SQLite
-    advises) and leaves as its VaultError. ``committed`` runs after each commit, the turn still held."""
+    advises) and leaves as its VaultError. ``committed`` runs after each commit, the turn still held. With
+    ``space``, a row's chunks and the row itself are refused (QuotaExceeded) when they would pass the disk
+    reserve: checked every CHECK_EVERY chunks and before the row goes in (the put checked once more before it
+    took the write lock)."""
 
-    __slots__ = ("_committed", "_writers")
+    __slots__ = ("_committed", "_log_before", "_space", "_writers", "_written")
 
     def __init__(self, connections: Connections, ids_indexed: bool, committed: Callable[[], None],
-                 writers: Writers) -> None:
+                 writers: Writers, space: DiskSpace | None = None) -> None:
         super().__init__(connections, ids_indexed)
         self._writers = writers
         self._committed = committed
+        self._space = space
+        self._written = 0
+        self._log_before: int | None = None
 
     def __enter__(self) -> SqliteWriteTx:
         self._writers.acquire()
@@ -178,13 +189,28 @@ class SqliteWriteTx(SqliteReads):
         """Store one sealed chunk of row ``seq`` under its key ``seq << 20 | index``."""
         if not 0 <= index < MAX_CHUNKS:  # else it would land in the next seq's chunks
             raise IntegrityError("chunk index out of range")
+        self._written += len(sealed)
+        if index and index % CHECK_EVERY == 0:  # the put checked before the write lock; insert_row checks last
+            self._check_space()
         self._execute(schema.INSERT_CHUNK, ((seq << CHUNK_SHIFT) | index, sealed))
 
     def insert_row(self, row: StoredRow, sealed_summary: bytes) -> None:
         """Store a row's envelope and summary."""
+        self._check_space()
         self._execute(schema.INSERT_SUMMARY, (row.seq, sealed_summary))
         self._execute(schema.INSERT_ROW, (row.seq, row.row_id, row.owner_tag, row.turn_tag, row.key_version,
                                           row.expires_at, row.size_bytes, row.wrapped_key, row.metadata))
+
+    def _check_space(self) -> None:
+        """QuotaExceeded when this transaction's row would pass the disk reserve (never without a ``space``)."""
+        if self._space is None:
+            return
+        if self._log_before is None:  # the WAL as this transaction found it, before its own frames
+            self._log_before = self._space.log_bytes()
+        room = self._space.room()
+        if room.spare(put_needs(self._written, self._log_before, 0)) < 0:  # the file's free pages may make room
+            # counted as they are now, some taken by this row already: never more than there were
+            room.refuse_if_short(put_needs(self._written, self._log_before, self._execute(REUSABLE).fetchone()[0]))
 
     def update_expiry(self, seq: int, expires_at: float, metadata: bytes, sealed_summary: bytes) -> None:
         """Give row ``seq`` a new expiry with its re-sealed metadata and summary."""
@@ -200,6 +226,14 @@ class SqliteWriteTx(SqliteReads):
     def rows_to_rewrap(self, owner_tag: bytes, primary: int, limit: int) -> list[tuple[StoredRow, bytes | None]]:
         """Up to ``limit`` rows of an owner wrapped under another version than ``primary``."""
         return schema.with_summaries(self._execute(schema.SELECT_OLD_VERSION, (owner_tag, primary, limit)).fetchall())
+
+    def owner_usage(self, owner_tag: bytes) -> tuple[int, int]:
+        """(rows, bytes) an owner has stored, expired rows not yet collected included (an index-only count)."""
+        with TRANSLATE:
+            rows, size = self._execute(schema.OWNER_USAGE, (owner_tag,)).fetchone()
+        if type(rows) is not int or type(size) is not int:
+            raise IntegrityError("a stored row has columns of the wrong type")
+        return rows, size
 
     def put_meta(self, name: str, value: bytes) -> None:
         """Set a meta value."""

@@ -19,6 +19,8 @@ from vault.storage.base import StoredRow
 # random ids this one could not find, must refuse it. A file made before keeps its index.
 # 4: owner keys in write-once keyring entries, one per version, reserved here first; tombstones of destroyed
 # versions. An older scratchvault would read and rewrite the one mutable keyset entry: it must refuse the file.
+#    and an index on rows (owner_tag, size_bytes), which counts an owner's rows and bytes for quotas; raised so that a
+# scratchvault that does not know it refuses the file as newer, not as one holding a planted index.
 SCHEMA_VERSION = 4
 CHUNK_SHIFT = 20
 MAX_CHUNKS = 1 << CHUNK_SHIFT  # chunks per row: the low 20 bits of a chunk's key
@@ -27,7 +29,8 @@ GC_BATCH = 2000
 KNOWN_TABLES = frozenset({"meta", "rows", "summaries", "chunks", "owner_keys", "owners", "key_reservations",
                           "key_tombstones", "sqlite_sequence",
                           "sqlite_stat1", "sqlite_stat4"})
-KNOWN_INDEXES = {"rows_owner_turn": ["owner_tag", "turn_tag"], "rows_expiry": ["expires_at"]}  # on rows
+KNOWN_INDEXES = {"rows_owner_turn": ["owner_tag", "turn_tag"], "rows_expiry": ["expires_at"],  # on rows
+                 "rows_owner_usage": ["owner_tag", "size_bytes"]}
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS rows (
@@ -43,6 +46,7 @@ CREATE TABLE IF NOT EXISTS rows (
 );
 CREATE INDEX IF NOT EXISTS rows_owner_turn ON rows (owner_tag, turn_tag);
 CREATE INDEX IF NOT EXISTS rows_expiry ON rows (expires_at);
+CREATE INDEX IF NOT EXISTS rows_owner_usage ON rows (owner_tag, size_bytes);
 CREATE TABLE IF NOT EXISTS summaries (seq INTEGER PRIMARY KEY, sealed BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS chunks (pos INTEGER PRIMARY KEY, sealed BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS owner_keys (
@@ -83,6 +87,8 @@ SELECT_ROW_BY_ID = (  # files made before schema 3, which have an index on ids
 # a put's one read: the next seq and the recorded commitment of the owner key version that will wrap the row
 NEXT_ROW = ("SELECT (SELECT coalesce(max(seq), 0) + 1 FROM rows), "
             "(SELECT check_value FROM owner_keys WHERE owner_tag = ? AND version = ?)")
+# an owner's stored rows and bytes, read from rows_owner_usage alone (a covering index: no table page is read)
+OWNER_USAGE = "SELECT count(*), coalesce(sum(size_bytes), 0) FROM rows WHERE owner_tag = ?"
 COUNTS = "SELECT count(*), coalesce(sum(size_bytes), 0), coalesce(sum(expires_at <= ?), 0) FROM rows"
 EXPIRED_BATCH = "SELECT seq FROM rows WHERE expires_at <= ? LIMIT ?"
 OWNER_BATCH = "SELECT seq FROM rows WHERE owner_tag = ? LIMIT ?"
@@ -150,7 +156,7 @@ def _is_known_index(connection: sqlite3.Connection, name: object, table: object)
 
 def foreign_objects(connection: sqlite3.Connection) -> list[str]:
     """The kinds of schema object in the file that scratchvault did not make, sorted: any trigger or view, and a
-    table or index it does not know. Known: its tables (with SQLite's own bookkeeping tables), its two indexes,
+    table or index it does not know. Known: its tables (with SQLite's own bookkeeping tables), its three indexes,
     the indexes SQLite makes for constraints, and a unique index on ``rows(id)`` (files made before schema 3)."""
     id_indexes = _id_indexes(connection) if connection.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'rows'").fetchone() else set()

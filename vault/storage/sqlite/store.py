@@ -4,26 +4,33 @@ Implements vault/storage/base.py. A write transaction is ``BEGIN IMMEDIATE`` (th
 no upgrade deadlock), entered in turn, first come first served (writers.py); a snapshot is a deferred read
 transaction, or joins the thread's open write transaction. Deleted rows leave nothing readable: rows and
 summaries go under ``secure_delete=ON``, and the WAL is checkpointed (truncated) after every delete, gc, shred
-and rewrap (threat_model.md, "Deletion"), in the same turn as the delete's commit where there is one.
+and rewrap (threat_model.md, "Deletion"), in the same turn as the delete's commit where there is one. Puts keep
+the disk reserve (space.py); a delete that meets a full file system releases the ballast and runs again, gc and
+shred then go on in small batches, each checkpointed, so the WAL never needs more than one small batch's pages.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from vault.errors import IntegrityError, StorageError
 from vault.storage.base import Progress
 from vault.storage.sqlite import schema
 from vault.storage.sqlite.commitments import SqliteCommitments
-from vault.storage.sqlite.connections import TRANSLATE, Connections
+from vault.storage.sqlite.connections import TRANSLATE, Connections, FileSystemFull
 from vault.storage.sqlite.rows import SqliteReads, SqliteWriteTx
 from vault.storage.sqlite.schema import CHUNK_SHIFT, GC_BATCH, MAX_CHUNKS, blob, valid_seq
+from vault.storage.sqlite.space import REUSABLE, DiskSpace, put_needs
 from vault.storage.sqlite.writers import Writers
 
 __all__ = ["SqliteCommitments", "SqliteReads", "SqliteStore", "SqliteWriteTx"]
+log = logging.getLogger("scratchvault")
+T = TypeVar("T")
+FULL_DISK_BATCH = 50  # rows per gc or shred batch once the file system is full (each batch then checkpointed)
 
 
 class SqliteStore:
@@ -31,9 +38,10 @@ class SqliteStore:
 
     max_chunks = MAX_CHUNKS
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, disk_reserve_bytes: int | None = None) -> None:
         self._connections = Connections(path)
         self._writers = Writers(path)
+        self.space = DiskSpace(path, disk_reserve_bytes)
         self._scrub_pending = False
         self._ids_indexed = False
         self.commitments = SqliteCommitments(self)
@@ -42,7 +50,7 @@ class SqliteStore:
 
     def transaction(self) -> SqliteWriteTx:
         """A write transaction; commits when the block ends, rolls back when it raises."""
-        return SqliteWriteTx(self._connections, self._ids_indexed, self._after_commit, self._writers)
+        return SqliteWriteTx(self._connections, self._ids_indexed, self._after_commit, self._writers, self.space)
 
     def snapshot(self) -> SqliteReads:
         """A read transaction; inside this thread's write transaction, that transaction."""
@@ -95,16 +103,59 @@ class SqliteStore:
         return not self.query("SELECT 1 FROM rows UNION ALL SELECT 1 FROM owner_keys "
                               "UNION ALL SELECT 1 FROM meta WHERE name = 'index_key_check' LIMIT 1")
 
+    def check_space(self, size_hint: int) -> None:
+        """Refuse a put of about ``size_hint`` bytes that would pass the disk reserve (before it waits for the
+        write lock), and refill the ballast. Only when the file system alone is short are the file's free pages
+        counted, and then the WAL checkpointed and truncated: moved into the file, its frames no longer count as
+        growth to come, and its own space comes back."""
+        room, log_bytes = self.space.room(), self.space.log_bytes()
+        if room.spare(put_needs(size_hint, log_bytes, 0)) < 0:
+            reusable = self._reusable()
+            if log_bytes and room.spare(put_needs(size_hint, log_bytes, reusable)) < 0:
+                self.scrub()
+                room, log_bytes, reusable = self.space.room(), self.space.log_bytes(), self._reusable()
+            room.refuse_if_short(put_needs(size_hint, log_bytes, reusable))
+        self.space.refill(room)
+
+    def _reusable(self) -> int:
+        """Bytes of free pages in the file (left by deletes), which new rows take before the file grows."""
+        return self.query(REUSABLE)[0][0]
+
+    def deleting(self, work: Callable[[SqliteWriteTx], T]) -> T:
+        """``work``, a write that only removes, in a write transaction; on a full file system, once more in a new
+        one after releasing the ballast (then the WAL is checkpointed and the ballast held again if it fits)."""
+        try:
+            with self.transaction() as tx:
+                return work(tx)
+        except FileSystemFull:
+            self._make_room()
+        with self.transaction() as tx:
+            done = work(tx)
+        self._room_made()
+        return done
+
     def delete_row(self, seq: int, row_id: bytes) -> bool:
         """Delete one row, its summary and chunks, then scrub; False if that row is no longer there (deleted
         meanwhile; its seq may belong to a newer row)."""
-        with self.transaction() as tx:
-            found = tx.connection.execute("SELECT id FROM rows WHERE seq = ?", (seq,)).fetchone()
-            if found is None or found[0] != row_id:
-                return False
-            _delete_seqs(tx.connection, [seq])
-            self._scrub_pending = True  # checkpointed right after the commit, before the next writer's turn
-        return True
+        def work(tx: SqliteWriteTx) -> bool:
+            deleted = _delete_row(tx.connection, seq, row_id)
+            self._scrub_pending = self._scrub_pending or deleted  # checkpointed right after the commit, in its turn
+            return deleted
+
+        return self.deleting(work)
+
+    def _make_room(self) -> None:
+        """A delete met a full file system: release the ballast and checkpoint, so the WAL has room again."""
+        released = self.space.release_ballast()
+        log.warning("scratchvault: the database's file system is full; %s so deletes can run",
+                    "released the ballast" if released else "no ballast left to release")
+        self.scrub()
+
+    def _room_made(self) -> None:
+        """After a delete that needed the ballast: checkpoint (its pages return to the file system) and hold the
+        ballast again if the space is there, ready for the next time the file system fills up."""
+        self.scrub()
+        self.space.refill(self.space.room())
 
     def delete_expired(self, now: float, progress: Progress = None) -> int:
         """Delete every row that expired at or before ``now``, in batches; returns how many."""
@@ -117,28 +168,42 @@ class SqliteStore:
     def _delete_in_batches(self, select: str, key: object, progress: Callable[[int], None] | None) -> int:
         """Delete the rows ``select`` finds, GC_BATCH per committed transaction (other writers get the lock in
         between), then scrub (after the last batch's commit, in its turn); ``progress`` gets the running total
-        after each batch."""
-        removed = 0
+        after each batch. A full file system makes room (the ballast) and the rest goes FULL_DISK_BATCH at a time,
+        each batch checkpointed."""
+        removed, batch, full = 0, GC_BATCH, False
         while True:
-            with self.transaction() as tx:
-                seqs = [seq for (seq,) in tx.connection.execute(select, (key, GC_BATCH))]
-                _delete_seqs(tx.connection, seqs)
-                last = len(seqs) < GC_BATCH
-                if last and removed + len(seqs):
-                    self._scrub_pending = True
+            try:
+                with self.transaction() as tx:
+                    seqs = [seq for (seq,) in tx.connection.execute(select, (key, batch))]
+                    _delete_seqs(tx.connection, seqs)
+                    last = len(seqs) < batch
+                    if last and removed + len(seqs):
+                        self._scrub_pending = True
+            except FileSystemFull:
+                if full:
+                    raise
+                self._make_room()
+                batch, full = min(batch, FULL_DISK_BATCH), True
+                continue
             removed += len(seqs)
             if progress is not None:
                 progress(removed)
+            if full:
+                self.scrub()  # the WAL's pages go back to the file system before the next batch needs some
             if last:
-                return removed
+                break
+        if full:
+            self._room_made()
+        return removed
 
     def stats(self, now: float) -> dict[str, Any]:
-        """Row and byte counts (all rows, and by key version), and rows expired but not yet collected."""
+        """Row and byte counts (all rows, and by key version), rows expired but not yet collected, and the disk."""
         rows, size, expired = self.query(schema.COUNTS, (now,))[0]
         by_version = self.query("SELECT key_version, count(*), coalesce(sum(size_bytes), 0) FROM rows "
                                 "GROUP BY key_version ORDER BY key_version")
         return {"rows": rows, "bytes": size, "expired_rows": expired,
-                "by_key_version": {version: {"rows": count, "bytes": total} for version, count, total in by_version}}
+                "by_key_version": {version: {"rows": count, "bytes": total} for version, count, total in by_version},
+                "disk": self.space.report()}
 
     def scrub(self) -> None:
         """Checkpoint the WAL into the file and truncate it (old page images would linger there), in a writer's
@@ -180,6 +245,15 @@ class SqliteStore:
             self.scrub()
         self._writers.close()
         self._connections.close()
+
+
+def _delete_row(connection: sqlite3.Connection, seq: int, row_id: bytes) -> bool:
+    """Delete the row at ``seq`` if it is still the one with this id."""
+    found = connection.execute("SELECT id FROM rows WHERE seq = ?", (seq,)).fetchone()
+    if found is None or found[0] != row_id:
+        return False
+    _delete_seqs(connection, [seq])
+    return True
 
 
 def _delete_seqs(connection: sqlite3.Connection, seqs: list[int]) -> None:
