@@ -49,6 +49,7 @@ def build_world(root: Path, layout: str, attacker_for: Callable) -> dict:
                "json": a.put(alice, "t", 2, "ls", {"entries": list(range(50)), "count": 50}).id,
                "blob": a.put(alice, "u", 1, "download", bytes(range(256)) * 300).id,
                "bob": a.put(bob, "t", 1, "web.fetch", "bob's page " * 100).id}
+        a.delete(alice, a.put(alice, "t", 3, "scratch", "deleted at once").id)  # so alice has a ledger of deletes
         pristine = {(who, i, name): call(a, p, i) for who, p in PRINCIPALS.items() for i in ids.values()
                     for name, call in PATHS.items() if (who == "bob") == (i == ids["bob"])}
         lists = {(who, turn): a.list_for_turn(p, turn) for who, p in PRINCIPALS.items() for turn in TURNS}

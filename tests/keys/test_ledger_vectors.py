@@ -1,7 +1,7 @@
 """Known-answer vectors of the deletion ledger and its keyring count (tests/vectors/deletion_ledger_v1.json, computed
 independently by tests/vectors/make_ledger_vectors.py with hashlib, hmac and struct alone, and cross-checked with
 ``openssl dgst -mac HMAC``; provenance in tests/vectors/README.md). ``keys/`` recomputes every value, opens the
-frozen ledger back and refuses it altered.
+frozen ledger back and refuses it altered, and a vault's delete stores exactly this format.
 
 Nothing here regenerates the file: a difference means the ledger format changed, and ledgers already on disk
 would no longer verify (every delete and extend_turn of their owners would be refused).
@@ -9,6 +9,7 @@ would no longer verify (every delete and extend_turn of their owners would be re
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -17,6 +18,8 @@ from keys import DeletionLedgers, IndexKey, KeyringEdge, Ledger, SealedLedger
 from keys.errors import IntegrityError
 from keys.testing import MemoryKeyring
 from tests.support.repository import ROOT
+from tests.vectors import make_ledger_vectors as independent
+from vault import Principal, Vault
 
 VECTORS = json.loads((ROOT / "tests" / "vectors" / "deletion_ledger_v1.json").read_text(encoding="utf-8"))
 IN, OUT = VECTORS["inputs"], VECTORS["outputs"]
@@ -64,3 +67,20 @@ def test_deletion_ledger_v1_frozen_bytes_open_back_and_refuse_any_change():
     another_vault = DeletionLedgers(KeyringEdge(MemoryKeyring()), bytes(16))
     with pytest.raises(IntegrityError):
         another_vault.open(index, owner_tag, SealedLedger(IN["counter"], body, tag))
+
+
+def test_a_vaults_delete_stores_the_ledger_and_count_of_the_vectors_format(db_path, keyring_backend, clock,
+                                                                           attacker):
+    alice = Principal("alice")
+    with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
+        reps = [vault.put(alice, "t", step, "x", f"row {step}", ttl_seconds=60 * (step + 1)) for step in range(3)]
+        for rep in reps[:2]:
+            vault.delete(alice, rep.id)
+    (entry,) = [value for (service, _), value in keyring_backend.secrets.items() if service.endswith("/index")]
+    index_key = base64.b64decode(json.loads(entry)["key"])
+    vault_id = attacker.meta("vault_id")
+    ((owner_tag, (counter, body, tag)),) = attacker.ledgers().items()
+    assert owner_tag == independent.owner_tag(index_key, "alice") and counter == 2
+    assert body == independent.body([(bytes.fromhex(rep.id), rep.expires_at) for rep in reps[:2]])
+    assert tag == independent.ledger_tag(index_key, vault_id, owner_tag, counter, body)
+    assert keyring_backend.secrets[(f"scratchvault/{vault_id.hex()}/deletions", owner_tag.hex())] == "2"

@@ -1,7 +1,8 @@
 """Upgrades: files made before schema 3 (every layout since the first) used for everything by this code; the
 previous release (5869981, schema 2) still running while this one raises the schema; the previous release
 meeting a file made at schema 3. threat_model.md, "Row ids"; README, "Upgrading". An altered id in such a file is
-tests/attacks/test_row_ids.py."""
+tests/attacks/test_row_ids.py. A file of the last release before deletion ledgers (8c9bad0, schema 3) used by this
+one, which records deletes from then on (threat_model.md, "Rollback")."""
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ from pathlib import Path
 import pytest
 
 from tests.storage.sqlite.layouts import first_layout, legacy_file, user_version
-from tests.support.file_keyring import FileKeyring
+from tests.support.file_keyring import FileKeyring, load
 from tests.support.repository import ROOT
 from vault import NotFound, Principal, Vault
 
 PREVIOUS = "5869981"  # the last commit before row ids named their seq: SCHEMA_VERSION 2, random ids, id index
+BEFORE_LEDGERS = "8c9bad0"  # the last commit before deletion ledgers: SCHEMA_VERSION 3
 ALICE, BOB = Principal("alice"), Principal("bob")
 
 
@@ -28,8 +30,11 @@ ALICE, BOB = Principal("alice"), Principal("bob")
 CHILD = r"""
 import json, sys
 from vault import Principal, Vault, VaultError
-from vault.store import SCHEMA_VERSION  # the previous release's layout
-from tests.support.file_keyring import FileKeyring
+try:
+    from vault.store import SCHEMA_VERSION  # the previous release's layout
+except ImportError:
+    from vault.storage.sqlite.schema import SCHEMA_VERSION  # where 8c9bad0 keeps it
+from tests.support.file_keyring import FileKeyring, load
 try:
     vault = Vault.open(sys.argv[1], keyring_backend=FileKeyring())
     print(json.dumps(SCHEMA_VERSION), flush=True)
@@ -85,18 +90,28 @@ class Previous:
         self.process.wait(timeout=30)
 
 
-@pytest.fixture(scope="module")
-def previous_tree(tmp_path_factory) -> Path:
+def release_tree(tmp_path_factory, commit: str) -> Path:
+    """The vault and keys packages of ``commit``, extracted to a directory of their own."""
     if shutil.which("git") is None:
         pytest.skip("git is needed to get the previous release")
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", PREVIOUS, "vault", "keys"], capture_output=True,
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "vault", "keys"], capture_output=True,
                              check=False)
     if archive.returncode:
-        pytest.skip(f"commit {PREVIOUS} is not in this clone")
-    tree = tmp_path_factory.mktemp("previous")
+        pytest.skip(f"commit {commit} is not in this clone")
+    tree = tmp_path_factory.mktemp("release")
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:  # our own git archive; the filter where known
         tar.extractall(tree, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     return tree
+
+
+@pytest.fixture(scope="module")
+def previous_tree(tmp_path_factory) -> Path:
+    return release_tree(tmp_path_factory, PREVIOUS)
+
+
+@pytest.fixture(scope="module")
+def before_ledgers_tree(tmp_path_factory) -> Path:
+    return release_tree(tmp_path_factory, BEFORE_LEDGERS)
 
 
 @pytest.fixture
@@ -114,7 +129,7 @@ def test_the_previous_release_still_running_when_the_schema_is_raised_shares_eve
         assert old.opened == 2
         a1 = old("put", "alice", 1, "old one")
         with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
-            assert user_version(db_path) == 3 and new._store._ids_indexed is True
+            assert user_version(db_path) == 4 and new._store._ids_indexed is True
             n2 = new.put(ALICE, "t", 2, "x", "new two").id
             assert new.get(ALICE, a1).content == "old one" and old("get", "alice", n2) == "new two"
             a3 = old("put", "alice", 3, "old three")  # a random id, written after the raise
@@ -150,7 +165,7 @@ def test_the_previous_release_refuses_a_file_made_at_schema_3_and_leaves_it_as_i
     old = Previous(previous_tree, db_path, ring)
     old.close()
     assert old.opened["error"] == "StorageError" and "newer scratchvault" in old.opened["message"]
-    assert user_version(db_path) == 3 and attacker.counts() == before
+    assert user_version(db_path) == 4 and attacker.counts() == before
     with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
         assert new.get(ALICE, row).content == "kept"
 
@@ -188,3 +203,34 @@ def test_a_file_made_before_schema_3_serves_every_operation_by_its_id_index(db_p
         assert vault.get(BOB, after).content == "after the file emptied"
 
 
+# -- the last release before deletion ledgers ---------------------------------------------------------------------
+def test_a_file_made_before_ledgers_is_used_and_records_deletes_from_then_on(before_ledgers_tree, ring, db_path,
+                                                                            attacker):
+    """A file of 8c9bad0 (schema 3, no deletions table, no counts in the keyring) opens as an owner who deleted
+    nothing: everything works, a delete starts the owner's ledger and count, and a copy of a row deleted from then
+    on is NotFound and collected. 8c9bad0 then refuses the file (it checks for tables it did not make before the
+    version; this release checks the version first) and leaves it as it is."""
+    old = Previous(before_ledgers_tree, db_path, ring)
+    try:
+        assert old.opened == 3
+        a1, a2, a3 = (old("put", "alice", step, f"row {step}") for step in (1, 2, 3))
+        assert old("delete", "alice", a1) is None  # a delete no ledger records
+    finally:
+        old.close()
+    saved = attacker.save_row(attacker.seq_of(a2))
+    with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
+        assert user_version(db_path) == 4 and attacker.ledgers() == {}
+        assert sorted(r.id for r in new.list_for_turn(ALICE, "t")) == sorted([a2, a3])
+        assert new.extend_turn(ALICE, "t", 7200) == 2 and new.get(ALICE, a3).content == "row 3"
+        new.delete(ALICE, a2)
+        assert len(attacker.ledgers()) == 1
+        assert [v for k, v in load(ring).items() if k.split("\0")[0].endswith("/deletions")] == ["1"]
+        attacker.restore_row(saved)
+        with pytest.raises(NotFound):
+            new.get(ALICE, a2)
+        assert new.gc() == 1 and sorted(attacker.row_ids()) == [a3]
+    before = attacker.counts()
+    refused = Previous(before_ledgers_tree, db_path, ring)
+    refused.close()
+    assert refused.opened["error"] == "IntegrityError" and "did not make" in refused.opened["message"]
+    assert user_version(db_path) == 4 and attacker.counts() == before

@@ -27,7 +27,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from keys import KeyCommitments
+from keys import KeyCommitments, SealedLedger
 
 # (seq, row id, key version, expires_at, size_bytes, sealed summary): what a listing needs of a row, no more
 ListedRow = tuple[int, bytes, int, float, int, bytes]
@@ -82,6 +82,19 @@ class Snapshot(Protocol):
     def owner_has_rows(self, owner_tag: bytes) -> bool:
         """Whether any row, expired or not, belongs to this owner."""
 
+    def ledger(self, owner_tag: bytes) -> SealedLedger | None:
+        """The owner's deletion ledger as stored (keys/ledger.py), or None."""
+
+    def ledger_head(self, owner_tag: bytes) -> tuple[int, bytes] | None:
+        """The counter and tag of the owner's deletion ledger, without its body (what a read compares with the
+        ledger it verified last), or None."""
+
+    def ledgers(self) -> list[tuple[bytes, SealedLedger]]:
+        """Every owner's deletion ledger, by owner tag."""
+
+    def expiring(self, after: float, until: float) -> list[StoredRow]:
+        """Every row live at ``after`` that expires by ``until`` (what a gc ahead of the clock collects early)."""
+
 
 class WriteTx(Snapshot, Protocol):
     """A write transaction: the only place rows are inserted or changed."""
@@ -108,6 +121,14 @@ class WriteTx(Snapshot, Protocol):
     def put_meta(self, name: str, value: bytes) -> None:
         """Set a vault-wide value once (the vault id)."""
 
+    def delete_row(self, seq: int, row_id: bytes) -> float | None:
+        """Delete one row, its summary and chunks; returns the expiry it had (its ledger entry's), or None if the
+        row at ``seq`` does not store this id (deleted meanwhile; its seq may belong to a newer row). The caller
+        scrubs after the commit."""
+
+    def put_ledger(self, owner_tag: bytes, ledger: SealedLedger) -> None:
+        """Store (or replace) the owner's deletion ledger."""
+
 
 class Store(Protocol):
     """A vault's database. ``max_chunks`` is how many chunks one row may have here."""
@@ -125,10 +146,7 @@ class Store(Protocol):
         """A vault-wide value (the vault id), or None."""
 
     def is_empty(self) -> bool:
-        """No rows and no key commitments: nothing a new vault id and index key could orphan."""
-
-    def delete_row(self, seq: int, row_id: bytes) -> bool:
-        """Delete one row, its summary and chunks, then scrub; False if that row is no longer there."""
+        """No rows, key commitments or deletion ledgers: nothing a new vault id and index key could orphan."""
 
     def delete_expired(self, now: float, progress: Progress = None) -> int:
         """Delete every row expired at ``now`` in batches, then scrub; ``progress`` gets the running total."""

@@ -1,7 +1,8 @@
 """The schema version guards mixed versions on one file. Opening raises an older file to the current version, so
 an older scratchvault refuses it from then on: one that knows only version 1 would rewrap format 2 summaries
 without sealing them again, and one that knows only version 2 would write random row ids that this one, which
-finds a row from its id's encrypted seq, could not find in a file made without an index on ids. A file made
+finds a row from its id's encrypted seq, could not find in a file made without an index on ids, and one that
+knows only version 3 would delete rows without entering them in their owner's ledger of deleted rows. A file made
 before version 3 keeps that index, and its old rows read; a database from a newer scratchvault is refused."""
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from vault.storage.sqlite.schema import SCHEMA_VERSION
 
 
 @pytest.mark.parametrize("old_version", [1, 2])
-def test_a_file_from_before_version_3_is_raised_to_3_and_keeps_its_index_on_ids(db_path, attacker, keyring_backend,
+def test_a_file_from_before_version_3_is_raised_to_4_and_keeps_its_index_on_ids(db_path, attacker, keyring_backend,
                                                                                   clock, old_version):
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
     legacy_file(db_path, old_version)
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
-        assert user_version(db_path) == 3
+        assert user_version(db_path) == 4
         row = vault.put(Principal("alice"), "t", 1, "x", "kept").id
     attacker.shift_rows(1000)  # a row as version 2 wrote it: moved, found by its id alone
     assert id_indexes(db_path) == ["sqlite_autoindex_rows_1"]
@@ -33,7 +34,7 @@ def test_a_new_file_has_no_index_on_row_ids(db_path, keyring_backend, clock):
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
         row = vault.put(Principal("alice"), "t", 1, "x", "kept").id
         assert vault.get(Principal("alice"), row).content == "kept"
-    assert user_version(db_path) == 3
+    assert user_version(db_path) == 4
     assert id_indexes(db_path) == []
 
 

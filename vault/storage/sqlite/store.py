@@ -8,18 +8,17 @@ checkpointed (truncated) after every delete, gc, shred and rewrap (threat_model.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vault.errors import IntegrityError, StorageError
+from vault.errors import StorageError
 from vault.storage.base import Progress
 from vault.storage.sqlite import schema
 from vault.storage.sqlite.commitments import SqliteCommitments
 from vault.storage.sqlite.connections import TRANSLATE, Connections
-from vault.storage.sqlite.rows import SqliteReads, SqliteWriteTx
-from vault.storage.sqlite.schema import CHUNK_SHIFT, GC_BATCH, MAX_CHUNKS, blob, valid_seq
+from vault.storage.sqlite.rows import SqliteReads, SqliteWriteTx, delete_seqs
+from vault.storage.sqlite.schema import GC_BATCH, MAX_CHUNKS, blob
 
 __all__ = ["SqliteCommitments", "SqliteReads", "SqliteStore", "SqliteWriteTx"]
 
@@ -80,20 +79,9 @@ class SqliteStore:
         return blob(found[0][0]) if found else None
 
     def is_empty(self) -> bool:
-        """No rows, no key commitments: nothing a new vault id and index key could orphan."""
-        return not self.query("SELECT 1 FROM rows UNION ALL SELECT 1 FROM owner_keys "
+        """No rows, key commitments or deletion ledgers: nothing a new vault id and index key could orphan."""
+        return not self.query("SELECT 1 FROM rows UNION ALL SELECT 1 FROM owner_keys UNION ALL SELECT 1 FROM deletions "
                               "UNION ALL SELECT 1 FROM meta WHERE name = 'index_key_check' LIMIT 1")
-
-    def delete_row(self, seq: int, row_id: bytes) -> bool:
-        """Delete one row, its summary and chunks, then scrub; False if that row is no longer there (deleted
-        meanwhile; its seq may belong to a newer row)."""
-        with self.transaction() as tx:
-            found = tx.connection.execute("SELECT id FROM rows WHERE seq = ?", (seq,)).fetchone()
-            if found is None or found[0] != row_id:
-                return False
-            _delete_seqs(tx.connection, [seq])
-        self.scrub()
-        return True
 
     def delete_expired(self, now: float, progress: Progress = None) -> int:
         """Delete every row that expired at or before ``now``, in batches; returns how many."""
@@ -110,7 +98,7 @@ class SqliteStore:
         while True:
             with self.transaction() as tx:
                 seqs = [seq for (seq,) in tx.connection.execute(select, (key, GC_BATCH))]
-                _delete_seqs(tx.connection, seqs)
+                delete_seqs(tx.connection, seqs)
             removed += len(seqs)
             if progress is not None:
                 progress(removed)
@@ -155,23 +143,3 @@ class SqliteStore:
         if self._scrub_pending and not self._connections.closed:
             self.scrub()
         self._connections.close()
-
-
-def _delete_seqs(connection: sqlite3.Connection, seqs: list[int]) -> None:
-    """Delete rows with their summaries and chunks. Chunks go under secure_delete=FAST: their pages are not
-    zeroed, and need not be, since their key goes with the row. Rows and summaries go under ON, which also
-    zeroes pages and cells freed when the b-tree rebalances: FAST alone leaves copies of other rows' cells,
-    wrapped keys included, in pages it frees (threat_model.md, "Deletion"). A trigger (planted by a writer of the
-    file since it was opened) could keep or copy what is deleted: none may exist, and every row must go."""
-    if connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'trigger' LIMIT 1").fetchone():
-        raise IntegrityError("the database holds a trigger scratchvault did not make: refusing to delete through "
-                             "it (restore the file from backup)")
-    ranges = [(seq << CHUNK_SHIFT, (seq << CHUNK_SHIFT) | (MAX_CHUNKS - 1)) for seq in seqs if valid_seq(seq)]
-    connection.execute("PRAGMA secure_delete = FAST")
-    try:
-        connection.executemany("DELETE FROM chunks WHERE pos BETWEEN ? AND ?", ranges)
-    finally:
-        connection.execute("PRAGMA secure_delete = ON")
-    connection.executemany("DELETE FROM summaries WHERE seq = ?", [(seq,) for seq in seqs])
-    if connection.executemany("DELETE FROM rows WHERE seq = ?", [(seq,) for seq in seqs]).rowcount != len(seqs):
-        raise IntegrityError("a delete left rows it was asked to remove (the file was altered to keep them)")
