@@ -55,13 +55,12 @@ class Ledger:
         """Whether the owner deleted the row with this id (any copy of it is one written back)."""
         return row_id in self.entries
 
-    def with_deleted(self, rows: Iterable[tuple[bytes, float]], now: float, *, count: bool = True) -> Ledger:
-        """This ledger with ``rows`` (id, expiry) added and every entry whose expiry has passed at ``now`` dropped
-        (a copy of such a row is expired, which the row's authenticated expiry enforces); ``count``: one more
-        delete."""
+    def with_deleted(self, rows: Iterable[tuple[bytes, float]], now: float) -> Ledger:
+        """This ledger with ``rows`` (id, expiry) added, counted as one more delete, and every entry whose expiry
+        has passed at ``now`` dropped (a copy of such a row is expired, which its authenticated expiry enforces)."""
         kept = {row_id: expiry for row_id, expiry in self.entries.items() if expiry > now}
         kept.update(rows)
-        return Ledger(self.counter + count, kept)
+        return Ledger(self.counter + 1, kept)
 
     def body(self) -> bytes:
         """The stored form of the entries."""

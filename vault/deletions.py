@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from keys import DeletionLedgers, IndexKey, KeyManager, Ledger, tags_equal
+from keys import DeletionLedgers, IndexKey, KeyManager, Ledger, SealedLedger, tags_equal
 from vault.counters import Counters
 from vault.errors import IntegrityError, KeyUnavailable, NotFound
 from vault.storage import Snapshot, Store, StoredRow, WriteTx
@@ -108,9 +108,11 @@ class Deletions:
     def collect(self) -> int:
         """gc's repair: remove every row a ledger names (its owner deleted it; it was written back into the file
         since); returns how many. A ledger that fails authentication is reported after the others are done."""
-        index = self._keys.index_key()
         with self._store.snapshot() as reads:
-            found, altered = self._written_back(reads, index)
+            ledgers = reads.ledgers()
+            if not ledgers:
+                return 0  # no owner has deleted a row: no key needed (gc works while the keyring is away)
+            found, altered = self._written_back(reads, self._keys.index_key(), ledgers)
         removed = 0
         if found:
             with self._store.transaction() as tx:
@@ -123,10 +125,11 @@ class Deletions:
                                  "was altered); gc did the rest of its work. Restore the database from backup")
         return removed
 
-    def _written_back(self, reads: Snapshot, index: IndexKey) -> tuple[list[StoredRow], int]:
+    def _written_back(self, reads: Snapshot, index: IndexKey,
+                      ledgers: list[tuple[bytes, SealedLedger]]) -> tuple[list[StoredRow], int]:
         """The rows in the file that their owner's ledger names, and how many ledgers fail authentication."""
         found, altered = [], 0
-        for owner_tag, sealed in reads.ledgers():
+        for owner_tag, sealed in ledgers:
             try:
                 ledger = self._ledgers.open(index, owner_tag, sealed)
             except IntegrityError:
