@@ -11,6 +11,7 @@ from keys.envelope import CHUNK_BYTES
 from keys.keyring_edge import KeyringEdge, resolve_backend
 from keys.keyset import MAX_VERSION as MAX_KEY_VERSION
 from keys.keyset import OwnerKeyset
+from keys.ledger import DeletionLedgers, Ledger, SealedLedger
 from keys.manager import NO_OWNER_KEYS, KeyManager
 from keys.rowseal import OpenedRow, RowRecipe, RowWriter, SealedRow, TurnSummaries
 
@@ -18,14 +19,17 @@ __all__ = [
     "CHUNK_BYTES",
     "MAX_KEY_VERSION",
     "NO_OWNER_KEYS",
+    "DeletionLedgers",
     "IndexKey",
     "KeyCommitments",
     "KeyManager",
     "KeyringEdge",
+    "Ledger",
     "OpenedRow",
     "OwnerKeyset",
     "RowRecipe",
     "RowWriter",
+    "SealedLedger",
     "SealedRow",
     "TurnSummaries",
     "resolve_backend",

@@ -17,12 +17,13 @@ TAG_SIZE = 32
 TAG_CACHE_SIZE = 4096
 AUDIT_TAG_BYTES = 16  # 128 bits: no collisions among any realistic number of identifiers
 ROW_SEQ_BYTES = 8  # a row id is one AES block: the row's seq (8 bytes) and 8 random bytes
+LEDGER_LABEL = b"scratchvault/deletions/v1"
 
 
 class IndexKey:
     """The vault-wide HMAC-SHA256 key for owner and turn tags (held in the keyring, cached here)."""
 
-    __slots__ = ("_raw", "_row_ids", "_tags")
+    __slots__ = ("_ledger_key", "_raw", "_row_ids", "_tags")
 
     def __init__(self, raw: bytes) -> None:
         if len(raw) != KEY_SIZE:
@@ -31,6 +32,8 @@ class IndexKey:
         self._tags: dict[tuple[str, bytes, str], bytes] = {}  # recent tags: every call computes two
         # HKDF-Expand (RFC 5869) of the uniformly random index key, one block: a key only for row ids
         self._row_ids = BlockPermutation(self._mac(b"scratchvault/row-id-key/v1\x01"))
+        # the same, a key only for the deletion ledgers (keys/ledger.py)
+        self._ledger_key = self._mac(b"scratchvault/deletion-ledger-key/v1\x01")
 
     def row_id(self, seq: int) -> bytes:
         """A new id for the row stored at ``seq``: AES-256 of (seq, 64 random bits). Ids look random and say
@@ -70,6 +73,12 @@ class IndexKey:
                 self._tags.clear()  # bounded; tags are cheap to recompute
             self._tags[key] = tag
         return tag
+
+    def ledger_tag(self, vault_id: bytes, owner_tag: bytes, counter: int, body: bytes) -> bytes:
+        """HMAC-SHA256 of one owner's deletion ledger (its counter and body) under the ledger key: binds the vault
+        and the owner, so a ledger cannot be moved to another owner or vault (threat_model.md, "Rollback")."""
+        message = encode_fields(LEDGER_LABEL, vault_id, owner_tag, counter.to_bytes(8, "big"), body)
+        return hmac.new(self._ledger_key, message, hashlib.sha256).digest()
 
     def seal_name(self, vault_id: bytes, owner_tag: bytes, user_id: str) -> bytes:
         """Seal an owner's name for the owner registry (so maintenance can enumerate owners)."""

@@ -1,4 +1,5 @@
-"""This process's counters of a vault (puts, reads, denials, integrity failures) and the integrity guard."""
+"""This process's counters of a vault (puts, reads, denials, integrity failures, deletes whose count the keyring
+did not take) and the integrity guard."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from vault.errors import IntegrityError
 from vault.inputs import parse_row_id
 
 log = logging.getLogger("scratchvault")
-NAMES = ("puts", "reads", "denied", "integrity_failures")
+NAMES = ("puts", "reads", "denied", "integrity_failures", "deletes_not_counted_in_keyring")
 
 
 class Counters:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from keyring.backend import KeyringBackend
 
-from keys import KeyManager, KeyringEdge, resolve_backend
+from keys import DeletionLedgers, KeyManager, KeyringEdge, resolve_backend
 from vault.errors import IntegrityError, InvalidArgument
 from vault.inputs import check_int, check_positive_setting
 from vault.quotas import MAX_SETTING, OwnerQuotas
@@ -39,9 +39,11 @@ def check_settings(clock: object, max_read: object, max_ttl_seconds: object, key
 
 
 def open_parts(location: object, backend: KeyringBackend | None, key_cache_seconds: float, key_cache_size: int,
-               keyring_timeout: float, disk_reserve_bytes: int | None = None) -> tuple[Store, KeyManager]:
-    """The store at ``location`` and its key manager, the index key already fetched and checked (a missing or
-    replaced one fails here, not on first use). Refuses an unacceptable keyring before the store is touched."""
+               keyring_timeout: float, disk_reserve_bytes: int | None = None
+               ) -> tuple[Store, KeyManager, DeletionLedgers]:
+    """The store at ``location``, its key manager (the index key already fetched and checked: a missing or
+    replaced one fails here, not on first use) and its owners' counts of deletes in the keyring. Refuses an
+    unacceptable keyring before the store is touched."""
     keyring = KeyringEdge(resolve_backend(backend), timeout=float(keyring_timeout))
     store = open_store(location, disk_reserve_bytes)
     try:
@@ -50,7 +52,7 @@ def open_parts(location: object, backend: KeyringBackend | None, key_cache_secon
     except BaseException:
         store.close()
         raise
-    return store, keys
+    return store, keys, DeletionLedgers(keyring, keys.vault_id)
 
 
 def _key_manager(store: Store, keyring: KeyringEdge, cache_seconds: float, cache_size: int) -> KeyManager:

@@ -5,7 +5,6 @@ metadata (``keys/rowseal.py``). Nothing is decrypted before the check."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import operator
 import time
@@ -16,11 +15,13 @@ from typing import Any
 
 from keyring.backend import KeyringBackend
 
-from keys import KeyManager, OpenedRow, RowRecipe, tags_equal
+from keys import DeletionLedgers, KeyManager, OpenedRow, RowRecipe, tags_equal
 from vault import audit
 from vault.audit import AuditTrail, audited
 from vault.counters import Counters
+from vault.deletions import Deletions
 from vault.errors import IntegrityError, NotFound
+from vault.extending import extend_turn
 from vault.inputs import (
     check_identifier,
     check_progress,
@@ -50,12 +51,13 @@ _LISTING_ORDER = operator.attrgetter("step_num", "created_at")  # in C: a listin
 class Vault:
     """An encrypted, ownership-checked store of observations (SQLite file by default), keys in the OS keyring."""
 
-    def __init__(self, store: Store, keys: KeyManager, *, clock: Callable[[], float], max_read: int,
-                 max_ttl_seconds: float, quotas: OwnerQuotas | None = None) -> None:
+    def __init__(self, store: Store, keys: KeyManager, ledgers: DeletionLedgers, *, clock: Callable[[], float],
+                 max_read: int, max_ttl_seconds: float, quotas: OwnerQuotas | None = None) -> None:
         self._store, self._keys, self._clock, self._quotas = store, keys, clock, quotas or OwnerQuotas()
         self.max_read, self.max_ttl_seconds = max_read, max_ttl_seconds
         self._rows = RowRecipe(keys)
         self._counters = Counters()
+        self._deletions = Deletions(store, keys, ledgers, self._counters, self._now)
         self._audit = AuditTrail(keys)
         self._lifecycle = KeyLifecycle(store, keys, self._rows, self._counters)
 
@@ -69,9 +71,10 @@ class Vault:
         reserve (None: max(64 MiB, 1%)) and owner quotas (None: none): README, "Disk space and quotas"."""
         quotas = check_settings(clock, max_read, max_ttl_seconds, key_cache_seconds, key_cache_size, keyring_timeout,
                                 disk_reserve_bytes, owner_max_rows, owner_max_bytes)
-        store, keys = open_parts(path, keyring_backend, key_cache_seconds, key_cache_size, keyring_timeout,
-                                 disk_reserve_bytes)
-        return cls(store, keys, clock=clock, max_read=max_read, max_ttl_seconds=float(max_ttl_seconds), quotas=quotas)
+        store, keys, ledgers = open_parts(path, keyring_backend, key_cache_seconds, key_cache_size, keyring_timeout,
+                                          disk_reserve_bytes)
+        return cls(store, keys, ledgers, clock=clock, max_read=max_read, max_ttl_seconds=float(max_ttl_seconds),
+                   quotas=quotas)
 
     # -- writing ---------------------------------------------------------------------------------------
     @audited("put")
@@ -91,46 +94,38 @@ class Vault:
 
     @audited("delete")
     def delete(self, principal: Principal, id: str) -> None:
-        """Delete one of the caller's rows (NotFound for anything else); nothing readable stays behind."""
+        """Delete one of the caller's rows (NotFound for anything else); nothing readable stays behind, and the
+        row is entered in its owner's ledger of deleted rows (vault/deletions.py)."""
         with self._counters.integrity_guard(id):
             with self._store.snapshot() as reads:
                 row, _, _ = self._open_row(reads, principal, id)
-            if not self._store.delete_row(row.seq, row.row_id):
-                raise NotFound()  # deleted by someone else between the check and the delete
+            self._deletions.delete(row)
 
     @audited("extend_turn")
     def extend_turn(self, principal: Principal, turn_id: str, ttl_seconds: float) -> int:
         """Make the caller's live rows of a turn live at least ``ttl_seconds`` more (a resumed dialog); returns
-        how many were extended. Expired rows stay expired; no lifetime is shortened."""
+        how many were extended. Expired rows stay expired; no lifetime is shortened; a row its owner deleted and
+        a writer of the file put back is never extended (vault/extending.py)."""
         check_principal(principal)
         check_identifier(turn_id, "turn_id")
         ttl = check_ttl(ttl_seconds, self.max_ttl_seconds)
-        user_id = principal.user_id
-        index = self._keys.index_key()
-        owner_tag = index.owner_tag(user_id)
-        extended = 0
-        with self._counters.integrity_guard(), self._store.transaction() as tx:
-            now = self._now()  # after the write lock: a row that expired while we waited stays expired
-            expires_at = expiry(now, ttl)
-            for row, sealed_summary in tx.list_turn(owner_tag, index.turn_tag(owner_tag, turn_id), now):
-                if row.expires_at >= expires_at:
-                    continue
-                opened, metadata = self._unseal(user_id, row)
-                plain, legacy = opened.summary(sealed_summary)
-                longer = dataclasses.replace(metadata, expires_at=expires_at)
-                tx.update_expiry(row.seq, expires_at, *opened.reseal(
-                    expires_at, longer.encode(), SummaryRecord.decode(plain, legacy).encode()))
-                extended += 1
-        return extended
+        with self._counters.integrity_guard():
+            return extend_turn(self._store, self._keys, self._deletions, self._unseal, self._now, principal.user_id,
+                               turn_id, ttl)
 
     @audited("gc")
     def gc(self, now: float | None = None, *, progress: Callable[[int], None] | None = None) -> int:
-        """Delete every row expired at ``now`` (default: the clock); returns how many were removed.
-        ``progress`` is called with the running total after each committed batch."""
-        moment = self._now() if now is None else check_time(now)
+        """Delete every row expired at ``now`` (default: the clock; rows still live by the clock are entered in
+        their owners' ledgers of deleted rows, like deletes), then every row its owner deleted that was written
+        back into the file; returns how many were removed. ``progress`` is called with the running total after
+        each committed batch of rows expired by the clock."""
+        clock = self._now()
+        moment = clock if now is None else check_time(now)
         check_progress(progress)
         with self._counters.integrity_guard():
-            return self._store.delete_expired(moment, progress)
+            removed = self._store.delete_expired(min(moment, clock), progress)
+            removed += self._deletions.collect_early(clock, moment) if moment > clock else 0
+            return removed + self._deletions.collect()
 
     # -- reading ---------------------------------------------------------------------------------------
     @audited("get")
@@ -184,8 +179,11 @@ class Vault:
         found = []
         with self._counters.integrity_guard(), self._store.snapshot() as reads:
             open_summary, wrapped_key = summaries.open, reads.wrapped_key  # bound once, not once per row
+            deleted = self._deletions.named(reads, index, owner_tag).entries  # rows written back after their delete
             for seq, row_id, version, expires_at, size_bytes, sealed in reads.list_turn_summaries(
                     owner_tag, turn_tag, self._now(), index.row_seqs):
+                if row_id in deleted:
+                    continue
                 plain, legacy = open_summary(row_id, version, expires_at, size_bytes, sealed, wrapped_key, seq)
                 fields = record_fields(plain, True) if legacy else summary_fields(plain)
                 found.append(representation(row_id, size_bytes, expires_at, *fields))
@@ -259,8 +257,8 @@ class Vault:
     # -- the access path -------------------------------------------------------------------------------
     def _open_row(self, reads: Snapshot, principal: Principal, id: str,
                   turn_id: str | None = None) -> tuple[StoredRow, OpenedRow, Metadata]:
-        """Look up -> check owner, turn (when asked) and expiry (NotFound) -> only then fetch the key and
-        decrypt."""
+        """Look up -> check owner, turn (when asked), expiry and the owner's ledger of deleted rows (NotFound)
+        -> only then fetch the key and decrypt."""
         check_principal(principal)
         if turn_id is not None:
             check_identifier(turn_id, "turn_id")
@@ -270,7 +268,8 @@ class Vault:
         owner_tag = index.owner_tag(principal.user_id)
         mine = row is not None and tags_equal(row.owner_tag, owner_tag) and (
             turn_id is None or tags_equal(row.turn_tag, index.turn_tag(owner_tag, turn_id)))
-        if row is None or not mine or row.expires_at <= self._now():
+        if row is None or not mine or row.expires_at <= self._now() or (
+                self._deletions.named(reads, index, owner_tag).names(row.row_id)):  # deleted, then written back
             self._counters.count("denied")
             audit.note(denied=row is not None and not mine)  # only the operator's audit trail tells these apart
             log.info("scratchvault: access denied or no such row")

@@ -23,7 +23,7 @@ from tests.storage.sqlite.layouts import legacy_file
 COLUMNS = ("id", "owner_tag", "turn_tag", "key_version", "expires_at", "size_bytes", "wrapped_key", "metadata")
 SHIFT = 20  # a chunk's key is seq << SHIFT | index
 INDEX_MASK = (1 << SHIFT) - 1
-TABLES = ("chunks", "key_reservations", "key_tombstones", "meta", "owner_keys", "owners", "rows",
+TABLES = ("chunks", "deletions", "key_reservations", "key_tombstones", "meta", "owner_keys", "owners", "rows",
           "summaries")  # every table the tamper matrix targets
 
 
@@ -256,6 +256,19 @@ class SqliteAttacker:
         """The seq after the last row's."""
         return self._all("SELECT coalesce(max(seq), 0) + 1 FROM rows")[0][0]
 
+    def ledgers(self) -> dict[bytes, tuple]:
+        """Every owner's ledger of deleted rows as stored, (counter, body, tag) by owner tag."""
+        return {owner_tag: tuple(rest) for owner_tag, *rest in self._all("SELECT owner_tag, counter, body, tag "
+                                                                          "FROM deletions")}
+
+    def write_ledger(self, owner_tag: bytes, ledger: tuple | None) -> None:
+        """Store ``ledger`` (counter, body, tag) as the owner's ledger of deleted rows; None removes it."""
+        with self._connection() as connection:
+            connection.execute("DELETE FROM deletions WHERE owner_tag = ?", (owner_tag,))
+            if ledger is not None:
+                connection.execute("INSERT INTO deletions (owner_tag, counter, body, tag) VALUES (?, ?, ?, ?)",
+                                   (owner_tag, *ledger))
+
     def set_meta(self, name: str, value: object) -> None:
         """Overwrite a vault-wide value."""
         with self._connection() as connection:
@@ -292,9 +305,9 @@ class SqliteAttacker:
     # -- the tamper matrix -------------------------------------------------------------------------------------
     def cells(self, seq: int) -> list[Cell]:
         """Every stored value the tamper matrix targets: each column of row ``seq``, its summary and each of its
-        chunks, each ``meta`` entry, and the row owner's ``owner_keys``, ``owners``, ``key_reservations`` and
-        ``key_tombstones`` entries. A table this
-        helper does not know fails: a new table cannot go untested."""
+        chunks, each ``meta`` entry, and the row owner's ``owner_keys``, ``owners``, ``deletions`` (ledger),
+        ``key_reservations`` and ``key_tombstones`` entries. A table this helper does not know fails: a new table
+        cannot go untested."""
         with self._connection() as connection:
             tables = tuple(sorted(name for (name,) in connection.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")))
@@ -309,7 +322,8 @@ class SqliteAttacker:
                        + [("chunks", f"chunk {pos & INDEX_MASK}", "pos = ?", (pos,)) for pos in positions]
                        + [("meta", name, "name = ?", (name,)) for name in names]
                        + [("owner_keys", f"v{v}", "owner_tag = ? AND version = ?", (owner_tag, v)) for v in versions]
-                       + [("owners", "owner", "owner_tag = ?", (owner_tag,))]
+                       + [("owners", "owner", "owner_tag = ?", (owner_tag,)),
+                          ("deletions", "ledger", "owner_tag = ?", (owner_tag,))]
                        + [(table, f"v{v}", "owner_tag = ? AND version = ?", (owner_tag, v))
                           for table in ("key_reservations", "key_tombstones") for (v,) in connection.execute(
                               f"SELECT version FROM {table} WHERE owner_tag = ?", (owner_tag,))])

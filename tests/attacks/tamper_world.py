@@ -66,6 +66,7 @@ def build_world(root: Path, layout: str, attacker_for: Callable) -> dict:
                "blob": a.put(alice, "u", 1, "download", bytes(range(256)) * 300).id,
                "bob": a.put(bob, "t", 1, "web.fetch", "bob's page " * 100).id}
         abandon_a_rotation(a, ring, "alice")  # so alice has a reservation and a tombstone to tamper with too
+        a.delete(alice, a.put(alice, "t", 3, "scratch", "deleted at once").id)  # so alice has a ledger of deletes
         pristine = {(who, i, name): call(a, p, i) for who, p in PRINCIPALS.items() for i in ids.values()
                     for name, call in PATHS.items() if (who == "bob") == (i == ids["bob"])}
         lists = {(who, turn): a.list_for_turn(p, turn) for who, p in PRINCIPALS.items() for turn in TURNS}

@@ -241,10 +241,10 @@ def attack(world: dict, directory: Path, tamper: Callable, while_open: bool) -> 
 @pytest.mark.parametrize("table", TABLES)
 def test_every_column_tampered_never_yields_altered_content_or_deletes(world, tmp_path, table):
     """Targets: the big row's ``rows``, ``summaries`` and every ``chunks`` entry, every ``meta`` entry, the owner's
-    ``owner_keys`` and ``owners`` entries, each column flipped at its start, middle and end, cut short, emptied,
-    extended, nudged (numbers) and given the wrong type. Opening may be refused with a VaultError; reads may also
-    meet KeyUnavailable (the keyring bookkeeping); the owner's get of the row never succeeds when a part of it
-    changed."""
+    ``owner_keys``, ``owners`` and ``deletions`` (ledger of deleted rows) entries, each column flipped at its
+    start, middle and end, cut short, emptied, extended, nudged (numbers) and given the wrong type. Opening may be
+    refused with a VaultError; reads may also meet KeyUnavailable (the keyring bookkeeping); the owner's get of
+    the row never succeeds when a part of it changed."""
     applied = 0
     found = variants(world["attacker_for"](world["root"] / "a" / "v.db"), world["seqs"]["big"], table)
     assert found, f"no tamper variants for {table}"

@@ -14,6 +14,7 @@ import threading
 
 import pytest
 
+from keys import SealedLedger
 from tests.storage.contract_keys import NOW, OTHER_OWNER, OWNER, KeyBookkeepingContract
 from vault import IntegrityError, StorageError, VaultError
 from vault.storage import StoredRow
@@ -46,6 +47,11 @@ def put(store, ids: Ids, owner: bytes = OWNER, turn: bytes = TURN, expires: floa
             tx.insert_chunk(seq, index, sealed)
         tx.insert_row(row, summary)
     return row
+
+
+def put_ledger(store, owner: bytes, ledger: SealedLedger) -> None:
+    with store.transaction() as tx:
+        tx.put_ledger(owner, ledger)
 
 
 class StoreContract(KeyBookkeepingContract):
@@ -188,6 +194,13 @@ class StoreContract(KeyBookkeepingContract):
         with store.snapshot() as snap, pytest.raises(IntegrityError):
             snap.list_turn_summaries(OWNER, TURN, NOW, ids.row_seqs)
 
+    def test_expiring_gives_every_owners_rows_live_at_one_time_and_expired_by_another(self, store, ids):
+        rows = {expires: put(store, ids, owner=(OWNER, OTHER_OWNER)[n % 2], expires=expires)
+                for n, expires in enumerate((NOW - 1, NOW, NOW + 1, NOW + 60, NOW + 61))}
+        with store.snapshot() as snap:
+            assert sorted(snap.expiring(NOW, NOW + 60), key=lambda row: row.seq) == [rows[NOW + 1], rows[NOW + 60]]
+            assert snap.expiring(NOW + 61, NOW + 99) == []
+
     def test_turn_has_rows_counts_unexpired_rows_and_owner_has_rows_any(self, store, ids):
         put(store, ids, expires=NOW)
         with store.snapshot() as snap:
@@ -236,7 +249,8 @@ class StoreContract(KeyBookkeepingContract):
     def test_is_empty_until_a_row_or_a_key_commitment_exists(self, make_store, ids):
         uses = {"a_row": lambda s: put(s, ids),
                 "an_owner_commitment": lambda s: s.commitments.record_owner_commitment(OWNER, 1, b"c", b"name"),
-                "the_index_commitment": lambda s: s.commitments.record_index_commitment(b"index")}
+                "the_index_commitment": lambda s: s.commitments.record_index_commitment(b"index"),
+                "a_deletion_ledger": lambda s: put_ledger(s, OWNER, SealedLedger(1, b"", b"tag"))}
         for name, use in uses.items():
             store = make_store(name)
             try:
@@ -251,9 +265,13 @@ class StoreContract(KeyBookkeepingContract):
     # -- deletes ----------------------------------------------------------------------------------------------------
     def test_delete_row_removes_row_summary_and_chunks_and_refuses_a_stale_id(self, store, ids):
         row, other = put(store, ids, chunks=(b"a", b"b")), put(store, ids)
-        assert not store.delete_row(other.seq, row.row_id)  # the seq's row does not store this id
-        assert store.delete_row(row.seq, row.row_id)
-        assert not store.delete_row(row.seq, row.row_id)
+        with store.transaction() as tx:
+            assert tx.delete_row(other.seq, row.row_id) is None  # the seq's row does not store this id
+            assert tx.delete_row(row.seq, row.row_id) == row.expires_at  # the expiry its ledger entry records
+            assert tx.delete_row(row.seq, row.row_id) is None
+        with pytest.raises(RuntimeError), store.transaction() as tx:
+            assert tx.delete_row(other.seq, other.row_id) == other.expires_at
+            raise RuntimeError("the ledger could not be written")  # the delete rolls back with it
         with store.snapshot() as snap:
             assert snap.find_row(row.row_id, row.seq) is None and snap.read_summary(row.seq) is None
             assert list(snap.read_chunks(row.seq, 0, 9)) == [] and snap.find_row(other.row_id, other.seq) == other
@@ -277,6 +295,31 @@ class StoreContract(KeyBookkeepingContract):
         assert totals == [*range(small_batches, 5, small_batches), 5]
         with store.snapshot() as snap:
             assert not snap.owner_has_rows(OWNER) and snap.find_row(other.row_id, other.seq) == other
+
+    # -- deletion ledgers -------------------------------------------------------------------------------------------
+    def test_a_ledger_is_stored_replaced_and_read_whole_by_its_head_or_all_together(self, store):
+        first, second = SealedLedger(1, b"entry" * 5, b"tag one"), SealedLedger(2, b"", b"tag two")
+        with store.snapshot() as snap:
+            assert snap.ledger(OWNER) is None and snap.ledger_head(OWNER) is None and snap.ledgers() == []
+        put_ledger(store, OWNER, first)
+        put_ledger(store, OTHER_OWNER, second)
+        with store.snapshot() as snap:
+            assert snap.ledger(OWNER) == first and snap.ledger_head(OWNER) == (1, b"tag one")
+            assert sorted(snap.ledgers()) == sorted([(OWNER, first), (OTHER_OWNER, second)])
+        put_ledger(store, OWNER, second)
+        with store.snapshot() as snap:
+            assert snap.ledger(OWNER) == second and snap.ledger(OTHER_OWNER) == second and len(snap.ledgers()) == 2
+
+    def test_a_ledger_written_with_a_delete_rolls_back_with_it(self, store, ids):
+        row = put(store, ids)
+        put_ledger(store, OWNER, SealedLedger(1, b"", b"kept"))
+        with pytest.raises(RuntimeError), store.transaction() as tx:
+            assert tx.delete_row(row.seq, row.row_id) == row.expires_at
+            tx.put_ledger(OWNER, SealedLedger(2, row.row_id, b"lost"))
+            assert tx.ledger(OWNER) == SealedLedger(2, row.row_id, b"lost")  # the transaction reads its own write
+            raise RuntimeError("the delete failed half-way")
+        with store.snapshot() as snap:
+            assert snap.ledger(OWNER) == SealedLedger(1, b"", b"kept") and snap.find_row(row.row_id, row.seq) == row
 
     # -- the store as a whole ---------------------------------------------------------------------------------------
     def test_stats_counts_rows_bytes_expired_rows_and_rows_by_version(self, store, ids):
@@ -315,7 +358,7 @@ class StoreContract(KeyBookkeepingContract):
         store.scrub()
         store.close()
         for call in (store.snapshot().__enter__, store.transaction().__enter__, lambda: store.get_meta("vault_id"),
-                     store.is_empty, lambda: store.stats(NOW), lambda: store.delete_row(1, b"x" * 16),
+                     store.is_empty, lambda: store.stats(NOW), lambda: store.delete_owner_rows(OWNER),
                      lambda: store.delete_expired(NOW), lambda: store.commitments.owner_commitments(OWNER)):
             with pytest.raises(StorageError):
                 call()

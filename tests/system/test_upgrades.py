@@ -220,3 +220,34 @@ def test_a_file_made_before_schema_3_serves_every_operation_by_its_id_index(db_p
         assert vault.get(BOB, after).content == "after the file emptied"
 
 
+# -- the last release before deletion ledgers ---------------------------------------------------------------------
+def test_a_file_made_before_ledgers_is_used_and_records_deletes_from_then_on(previous_tree, ring, db_path,
+                                                                            attacker):
+    """A file of 8c9bad0 (schema 3, no deletions table, no counts in the keyring) opens as an owner who deleted
+    nothing: everything works, a delete starts the owner's ledger and count, and a copy of a row deleted from then
+    on is NotFound and collected. 8c9bad0 then refuses the file (it checks for tables it did not make before the
+    version; this release checks the version first) and leaves it as it is."""
+    old = Previous(previous_tree, db_path, ring)
+    try:
+        assert old.opened == 3
+        a1, a2, a3 = (old("put", "alice", step, f"row {step}") for step in (1, 2, 3))
+        assert old("delete", "alice", a1) is None  # a delete no ledger records
+    finally:
+        old.close()
+    saved = attacker.save_row(attacker.seq_of(a2))
+    with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
+        assert user_version(db_path) == 4 and attacker.ledgers() == {}
+        assert sorted(r.id for r in new.list_for_turn(ALICE, "t")) == sorted([a2, a3])
+        assert new.extend_turn(ALICE, "t", 7200) == 2 and new.get(ALICE, a3).content == "row 3"
+        new.delete(ALICE, a2)
+        assert len(attacker.ledgers()) == 1
+        assert [v for k, v in load(ring).items() if k.split("\0")[0].endswith("/deletions")] == ["1"]
+        attacker.restore_row(saved)
+        with pytest.raises(NotFound):
+            new.get(ALICE, a2)
+        assert new.gc() == 1 and sorted(attacker.row_ids()) == [a3]
+    before = attacker.counts()
+    refused = Previous(previous_tree, db_path, ring)
+    refused.close()
+    assert refused.opened["error"] == "IntegrityError" and "did not make" in refused.opened["message"]
+    assert user_version(db_path) == 4 and attacker.counts() == before

@@ -28,7 +28,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from keys import KeyCommitments
+from keys import KeyCommitments, SealedLedger
 
 # (seq, row id, key version, expires_at, size_bytes, sealed summary): what a listing needs of a row, no more
 ListedRow = tuple[int, bytes, int, float, int, bytes]
@@ -84,6 +84,19 @@ class Snapshot(Protocol):
     def owner_has_rows(self, owner_tag: bytes) -> bool:
         """Whether any row, expired or not, belongs to this owner."""
 
+    def ledger(self, owner_tag: bytes) -> SealedLedger | None:
+        """The owner's deletion ledger as stored (keys/ledger.py), or None."""
+
+    def ledger_head(self, owner_tag: bytes) -> tuple[int, bytes] | None:
+        """The counter and tag of the owner's deletion ledger, without its body (what a read compares with the
+        ledger it verified last), or None."""
+
+    def ledgers(self) -> list[tuple[bytes, SealedLedger]]:
+        """Every owner's deletion ledger, by owner tag."""
+
+    def expiring(self, after: float, until: float) -> list[StoredRow]:
+        """Every row live at ``after`` that expires by ``until`` (what a gc ahead of the clock collects early)."""
+
 
 class WriteTx(Snapshot, Protocol):
     """A write transaction: the only place rows are inserted or changed."""
@@ -114,6 +127,14 @@ class WriteTx(Snapshot, Protocol):
     def put_meta(self, name: str, value: bytes) -> None:
         """Set a vault-wide value once (the vault id)."""
 
+    def delete_row(self, seq: int, row_id: bytes) -> float | None:
+        """Delete one row, its summary and chunks; returns the expiry it had (its ledger entry's), or None if the
+        row at ``seq`` does not store this id (deleted meanwhile; its seq may belong to a newer row). The caller
+        scrubs after the commit."""
+
+    def put_ledger(self, owner_tag: bytes, ledger: SealedLedger) -> None:
+        """Store (or replace) the owner's deletion ledger."""
+
 
 class Store(Protocol):
     """A vault's database. ``max_chunks`` is how many chunks one row may have here."""
@@ -131,7 +152,7 @@ class Store(Protocol):
         """A vault-wide value (the vault id), or None."""
 
     def is_empty(self) -> bool:
-        """No rows and no key commitments: nothing a new vault id and index key could orphan."""
+        """No rows, key commitments or deletion ledgers: nothing a new vault id and index key could orphan."""
 
     def check_space(self, size_hint: int) -> None:
         """QuotaExceeded when a put of about ``size_hint`` bytes (0: not known, a stream) would leave less free
@@ -139,11 +160,9 @@ class Store(Protocol):
         written."""
 
     def deleting(self, work: Callable[[WriteTx], T]) -> T:
-        """``work``, a write that only removes (a shred forgetting keys), in a write transaction that must succeed
-        on a full disk too: the store makes room for it (the SQLite store releases its ballast and runs it again)."""
-
-    def delete_row(self, seq: int, row_id: bytes) -> bool:
-        """Delete one row, its summary and chunks, then scrub; False if that row is no longer there."""
+        """``work``, a write that only removes (a delete, a shred forgetting keys), in a write transaction that must
+        succeed on a full disk too: the store makes room for it (the SQLite store releases its ballast and runs it
+        again)."""
 
     def delete_expired(self, now: float, progress: Progress = None) -> int:
         """Delete every row expired at ``now`` in batches, then scrub; ``progress`` gets the running total."""

@@ -1,7 +1,8 @@
 """The schema version guards mixed versions on one file. Opening raises an older file to the current version, so
 an older scratchvault refuses it from then on: one that knows only version 1 would rewrap format 2 summaries
 without sealing them again, and one that knows only version 2 would write random row ids that this one, which
-finds a row from its id's encrypted seq, could not find in a file made without an index on ids. A file made
+finds a row from its id's encrypted seq, could not find in a file made without an index on ids, and one that
+knows only version 3 would delete rows without entering them in their owner's ledger of deleted rows. A file made
 before version 3 keeps that index, and its old rows read; a file of version 3 gains the index per-owner quotas
 count with (version 4), over its old rows; a database from a newer scratchvault is refused."""
 

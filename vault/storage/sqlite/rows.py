@@ -9,6 +9,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from keys import SealedLedger
 from vault.errors import IntegrityError
 from vault.storage.base import ListedRow, RowSeqs, StoredRow
 from vault.storage.sqlite import schema
@@ -127,6 +128,30 @@ class SqliteReads:
         with TRANSLATE:
             return self._execute("SELECT 1 FROM rows WHERE owner_tag = ? LIMIT 1", (owner_tag,)).fetchone() is not None
 
+    def ledger(self, owner_tag: bytes) -> SealedLedger | None:
+        """The owner's deletion ledger as stored, or None."""
+        with TRANSLATE:
+            found = self._execute("SELECT counter, body, tag FROM deletions WHERE owner_tag = ?",
+                                  (owner_tag,)).fetchone()
+        return None if found is None else schema.sealed_ledger(*found)
+
+    def ledger_head(self, owner_tag: bytes) -> tuple[int, bytes] | None:
+        """The counter and tag of the owner's deletion ledger (its body not read), or None."""
+        with TRANSLATE:
+            found = self._execute("SELECT counter, tag FROM deletions WHERE owner_tag = ?", (owner_tag,)).fetchone()
+        return None if found is None else (found[0], found[1])
+
+    def ledgers(self) -> list[tuple[bytes, SealedLedger]]:
+        """Every owner's deletion ledger."""
+        with TRANSLATE:
+            found = self._execute("SELECT owner_tag, counter, body, tag FROM deletions").fetchall()
+        return [(schema.blob(owner_tag), schema.sealed_ledger(*rest)) for owner_tag, *rest in found]
+
+    def expiring(self, after: float, until: float) -> list[StoredRow]:
+        """Rows live at ``after`` that expire by ``until``."""
+        with TRANSLATE:
+            return [schema.stored_row(row) for row in self._execute(schema.SELECT_EXPIRING, (after, until))]
+
 
 class SqliteWriteTx(SqliteReads):
     """A write transaction (``BEGIN IMMEDIATE``: the write lock up front, so no upgrade deadlock) and its writes.
@@ -137,13 +162,14 @@ class SqliteWriteTx(SqliteReads):
     reserve: checked every CHECK_EVERY chunks and before the row goes in (the put checked once more before it
     took the write lock)."""
 
-    __slots__ = ("_committed", "_log_before", "_space", "_writers", "_written")
+    __slots__ = ("_committed", "_deleted", "_log_before", "_space", "_writers", "_written")
 
-    def __init__(self, connections: Connections, ids_indexed: bool, committed: Callable[[], None],
+    def __init__(self, connections: Connections, ids_indexed: bool, committed: Callable[[bool], None],
                  writers: Writers, space: DiskSpace | None = None) -> None:
         super().__init__(connections, ids_indexed)
         self._writers = writers
         self._committed = committed
+        self._deleted = False  # a row went: checkpointed after the commit, before the turn is given back
         self._space = space
         self._written = 0
         self._log_before: int | None = None
@@ -174,7 +200,7 @@ class SqliteWriteTx(SqliteReads):
                     return
             finally:
                 self._connections.release(connection)
-            self._committed()
+            self._committed(self._deleted)
         finally:
             self._writers.release()
 
@@ -239,9 +265,45 @@ class SqliteWriteTx(SqliteReads):
         """Set a meta value."""
         self._execute("INSERT INTO meta (name, value) VALUES (?, ?)", (name, value))
 
+    def delete_row(self, seq: int, row_id: bytes) -> float | None:
+        """Delete one row, its summary and chunks; returns the expiry it had, or None if the row at ``seq`` does not
+        store this id."""
+        found = self._execute("SELECT id, expires_at FROM rows WHERE seq = ?", (seq,)).fetchone()
+        if found is None or found[0] != row_id:
+            return None
+        schema.check_columns(1, found[1], 0)
+        delete_seqs(self.connection, [seq])
+        self._deleted = True
+        return found[1]
+
+    def put_ledger(self, owner_tag: bytes, ledger: SealedLedger) -> None:
+        """Store (or replace) the owner's deletion ledger."""
+        self._execute("INSERT OR REPLACE INTO deletions (owner_tag, counter, body, tag) VALUES (?, ?, ?, ?)",
+                      (owner_tag, ledger.counter, ledger.body, ledger.tag))
+
 
 def _roll_back(connection: sqlite3.Connection) -> None:
     """Roll back what is still open; a failing rollback never hides the error that asked for it."""
     if connection.in_transaction:
         with contextlib.suppress(sqlite3.Error):
             connection.rollback()
+
+
+def delete_seqs(connection: sqlite3.Connection, seqs: list[int]) -> None:
+    """Delete rows with their summaries and chunks. Chunks go under secure_delete=FAST: their pages are not
+    zeroed, and need not be, since their key goes with the row. Rows and summaries go under ON, which also
+    zeroes pages and cells freed when the b-tree rebalances: FAST alone leaves copies of other rows' cells,
+    wrapped keys included, in pages it frees (threat_model.md, "Deletion"). A trigger (planted by a writer of the
+    file since it was opened) could keep or copy what is deleted: none may exist, and every row must go."""
+    if connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'trigger' LIMIT 1").fetchone():
+        raise IntegrityError("the database holds a trigger scratchvault did not make: refusing to delete through "
+                             "it (restore the file from backup)")
+    ranges = [(seq << CHUNK_SHIFT, (seq << CHUNK_SHIFT) | (MAX_CHUNKS - 1)) for seq in seqs if valid_seq(seq)]
+    connection.execute("PRAGMA secure_delete = FAST")
+    try:
+        connection.executemany("DELETE FROM chunks WHERE pos BETWEEN ? AND ?", ranges)
+    finally:
+        connection.execute("PRAGMA secure_delete = ON")
+    connection.executemany("DELETE FROM summaries WHERE seq = ?", [(seq,) for seq in seqs])
+    if connection.executemany("DELETE FROM rows WHERE seq = ?", [(seq,) for seq in seqs]).rowcount != len(seqs):
+        raise IntegrityError("a delete left rows it was asked to remove (the file was altered to keep them)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from keys import MAX_KEY_VERSION
+from keys import MAX_KEY_VERSION, SealedLedger
 from vault.errors import IntegrityError, StorageError
 from vault.storage.base import StoredRow
 
@@ -17,18 +17,17 @@ from vault.storage.base import StoredRow
 # version 1 (which would rewrap format 2 summaries without re-sealing them) refuses the file from then on.
 # 3: row ids encrypt the row's seq; a file made at version 3 has no index on ids, so an older scratchvault, whose
 # random ids this one could not find, must refuse it. A file made before keeps its index.
-# 4: owner keys in write-once keyring entries, one per version, reserved here first; tombstones of destroyed
-# versions. An older scratchvault would read and rewrite the one mutable keyset entry: it must refuse the file.
-#    and an index on rows (owner_tag, size_bytes), which counts an owner's rows and bytes for quotas; raised so that a
-# scratchvault that does not know it refuses the file as newer, not as one holding a planted index.
+# 4: owner keys in write-once keyring entries, one per version, reserved here first, and tombstones of destroyed
+# versions (an older scratchvault would read and rewrite the one mutable keyset entry); an index on rows
+# (owner_tag, size_bytes) that counts an owner's rows and bytes for quotas; deletion ledgers (threat_model.md,
+# "Rollback": an older scratchvault would delete without recording it). An older scratchvault must refuse it.
 SCHEMA_VERSION = 4
 CHUNK_SHIFT = 20
 MAX_CHUNKS = 1 << CHUNK_SHIFT  # chunks per row: the low 20 bits of a chunk's key
 MAX_SEQ = 1 << (63 - CHUNK_SHIFT)  # chunk keys must fit SQLite's signed 64-bit integers
 GC_BATCH = 2000
 KNOWN_TABLES = frozenset({"meta", "rows", "summaries", "chunks", "owner_keys", "owners", "key_reservations",
-                          "key_tombstones", "sqlite_sequence",
-                          "sqlite_stat1", "sqlite_stat4"})
+                          "key_tombstones", "deletions", "sqlite_sequence", "sqlite_stat1", "sqlite_stat4"})
 KNOWN_INDEXES = {"rows_owner_turn": ["owner_tag", "turn_tag"], "rows_expiry": ["expires_at"],  # on rows
                  "rows_owner_usage": ["owner_tag", "size_bytes"]}
 SCHEMA = """
@@ -69,6 +68,12 @@ CREATE TABLE IF NOT EXISTS key_tombstones (
     swept INTEGER NOT NULL,
     PRIMARY KEY (owner_tag, version)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS deletions (
+    owner_tag BLOB PRIMARY KEY,
+    counter INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    tag BLOB NOT NULL
+) WITHOUT ROWID;
 """
 INSERT_ROW = (
     "INSERT INTO rows (seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata) "
@@ -91,6 +96,10 @@ NEXT_ROW = ("SELECT (SELECT coalesce(max(seq), 0) + 1 FROM rows), "
 OWNER_USAGE = "SELECT count(*), coalesce(sum(size_bytes), 0) FROM rows WHERE owner_tag = ?"
 COUNTS = "SELECT count(*), coalesce(sum(size_bytes), 0), coalesce(sum(expires_at <= ?), 0) FROM rows"
 EXPIRED_BATCH = "SELECT seq FROM rows WHERE expires_at <= ? LIMIT ?"
+SELECT_EXPIRING = (  # rows a gc ahead of the clock collects while they are still live
+    "SELECT seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata FROM rows "
+    "WHERE expires_at > ? AND expires_at <= ?"
+)
 OWNER_BATCH = "SELECT seq FROM rows WHERE owner_tag = ? LIMIT ?"
 SELECT_OLD_VERSION = (
     "SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "
@@ -113,7 +122,11 @@ SELECT_TURN_SUMMARIES = (
 def migrate(connection: sqlite3.Connection) -> bool:
     """Create missing tables and raise the schema version (inside the caller's write transaction); a file of a
     newer scratchvault, or one holding schema objects scratchvault did not make, is refused. Returns whether the
-    file finds rows through an index on ids."""
+    file finds rows through an index on ids. The version is read first: a newer scratchvault's tables are not
+    another writer's."""
+    found = connection.execute("PRAGMA user_version").fetchone()[0]
+    if found > SCHEMA_VERSION:
+        raise StorageError("the database was written by a newer scratchvault; upgrade to open it")
     foreign = foreign_objects(connection)
     if foreign:
         raise IntegrityError(f"the database holds schema objects scratchvault did not make ({', '.join(foreign)}): "
@@ -121,9 +134,6 @@ def migrate(connection: sqlite3.Connection) -> bool:
                              "Restore it from backup (or drop those objects after checking what they did)")
     for statement in filter(str.strip, SCHEMA.split(";")):
         connection.execute(statement)
-    found = connection.execute("PRAGMA user_version").fetchone()[0]
-    if found > SCHEMA_VERSION:
-        raise StorageError("the database was written by a newer scratchvault; upgrade to open it")
     if found < SCHEMA_VERSION:
         connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     return has_id_index(connection)
@@ -195,6 +205,13 @@ def check_columns(key_version: object, expires_at: object, size_bytes: object) -
     if not (type(key_version) is int and 1 <= key_version <= MAX_KEY_VERSION and type(expires_at) is float
             and type(size_bytes) is int and 0 <= size_bytes < 2**63):
         raise IntegrityError("a stored row has columns of the wrong type")
+
+
+def sealed_ledger(counter: object, body: object, tag: object) -> SealedLedger:
+    """A deletion ledger as stored; a column of the wrong type (only a writer of the file makes one) is tampering."""
+    if type(counter) is not int:
+        raise IntegrityError("a stored deletion ledger has columns of the wrong type")
+    return SealedLedger(counter, blob(body), blob(tag))
 
 
 def blob(value: object) -> bytes:

@@ -12,18 +12,17 @@ shred then go on in small batches, each checkpointed, so the WAL never needs mor
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from vault.errors import IntegrityError, StorageError
+from vault.errors import StorageError
 from vault.storage.base import Progress
 from vault.storage.sqlite import schema
 from vault.storage.sqlite.commitments import SqliteCommitments
 from vault.storage.sqlite.connections import TRANSLATE, Connections, FileSystemFull
-from vault.storage.sqlite.rows import SqliteReads, SqliteWriteTx
-from vault.storage.sqlite.schema import CHUNK_SHIFT, GC_BATCH, MAX_CHUNKS, blob, valid_seq
+from vault.storage.sqlite.rows import SqliteReads, SqliteWriteTx, delete_seqs
+from vault.storage.sqlite.schema import GC_BATCH, MAX_CHUNKS, blob
 from vault.storage.sqlite.space import REUSABLE, DiskSpace, put_needs
 from vault.storage.sqlite.writers import Writers
 
@@ -56,8 +55,8 @@ class SqliteStore:
         """A read transaction; inside this thread's write transaction, that transaction."""
         return SqliteReads(self._connections, self._ids_indexed)
 
-    def _after_commit(self) -> None:
-        if self._scrub_pending:
+    def _after_commit(self, deleted: bool) -> None:
+        if self._scrub_pending or deleted:  # a delete is checkpointed right after its commit, in its turn
             self.scrub()
 
     def query(self, sql: str, parameters: tuple = ()) -> list[tuple]:
@@ -99,8 +98,8 @@ class SqliteStore:
         return blob(found[0][0]) if found else None
 
     def is_empty(self) -> bool:
-        """No rows, no key commitments: nothing a new vault id and index key could orphan."""
-        return not self.query("SELECT 1 FROM rows UNION ALL SELECT 1 FROM owner_keys "
+        """No rows, key commitments or deletion ledgers: nothing a new vault id and index key could orphan."""
+        return not self.query("SELECT 1 FROM rows UNION ALL SELECT 1 FROM owner_keys UNION ALL SELECT 1 FROM deletions "
                               "UNION ALL SELECT 1 FROM meta WHERE name = 'index_key_check' LIMIT 1")
 
     def check_space(self, size_hint: int) -> None:
@@ -134,16 +133,6 @@ class SqliteStore:
         self._room_made()
         return done
 
-    def delete_row(self, seq: int, row_id: bytes) -> bool:
-        """Delete one row, its summary and chunks, then scrub; False if that row is no longer there (deleted
-        meanwhile; its seq may belong to a newer row)."""
-        def work(tx: SqliteWriteTx) -> bool:
-            deleted = _delete_row(tx.connection, seq, row_id)
-            self._scrub_pending = self._scrub_pending or deleted  # checkpointed right after the commit, in its turn
-            return deleted
-
-        return self.deleting(work)
-
     def _make_room(self) -> None:
         """A delete met a full file system: release the ballast and checkpoint, so the WAL has room again."""
         released = self.space.release_ballast()
@@ -175,7 +164,7 @@ class SqliteStore:
             try:
                 with self.transaction() as tx:
                     seqs = [seq for (seq,) in tx.connection.execute(select, (key, batch))]
-                    _delete_seqs(tx.connection, seqs)
+                    delete_seqs(tx.connection, seqs)
                     last = len(seqs) < batch
                     if last and removed + len(seqs):
                         self._scrub_pending = True
@@ -245,32 +234,3 @@ class SqliteStore:
             self.scrub()
         self._writers.close()
         self._connections.close()
-
-
-def _delete_row(connection: sqlite3.Connection, seq: int, row_id: bytes) -> bool:
-    """Delete the row at ``seq`` if it is still the one with this id."""
-    found = connection.execute("SELECT id FROM rows WHERE seq = ?", (seq,)).fetchone()
-    if found is None or found[0] != row_id:
-        return False
-    _delete_seqs(connection, [seq])
-    return True
-
-
-def _delete_seqs(connection: sqlite3.Connection, seqs: list[int]) -> None:
-    """Delete rows with their summaries and chunks. Chunks go under secure_delete=FAST: their pages are not
-    zeroed, and need not be, since their key goes with the row. Rows and summaries go under ON, which also
-    zeroes pages and cells freed when the b-tree rebalances: FAST alone leaves copies of other rows' cells,
-    wrapped keys included, in pages it frees (threat_model.md, "Deletion"). A trigger (planted by a writer of the
-    file since it was opened) could keep or copy what is deleted: none may exist, and every row must go."""
-    if connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'trigger' LIMIT 1").fetchone():
-        raise IntegrityError("the database holds a trigger scratchvault did not make: refusing to delete through "
-                             "it (restore the file from backup)")
-    ranges = [(seq << CHUNK_SHIFT, (seq << CHUNK_SHIFT) | (MAX_CHUNKS - 1)) for seq in seqs if valid_seq(seq)]
-    connection.execute("PRAGMA secure_delete = FAST")
-    try:
-        connection.executemany("DELETE FROM chunks WHERE pos BETWEEN ? AND ?", ranges)
-    finally:
-        connection.execute("PRAGMA secure_delete = ON")
-    connection.executemany("DELETE FROM summaries WHERE seq = ?", [(seq,) for seq in seqs])
-    if connection.executemany("DELETE FROM rows WHERE seq = ?", [(seq,) for seq in seqs]).rowcount != len(seqs):
-        raise IntegrityError("a delete left rows it was asked to remove (the file was altered to keep them)")

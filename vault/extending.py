@@ -1,0 +1,53 @@
+"""extend_turn's work (a resumed dialog, ``Scratchpad.resume``): under the write lock, the owner's ledger of deleted
+rows is checked against the keyring's count (vault/deletions.py), rows it names are removed again (their owner had
+deleted them; a writer of the file put them back), and every other live row of the turn that would expire before
+the new expiry is re-sealed with it (threat_model.md, "Rollback")."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from keys import KeyManager, OpenedRow
+from vault.deletions import Deletions
+from vault.errors import IntegrityError
+from vault.inputs import expiry
+from vault.row.format import Metadata, SummaryRecord
+from vault.storage import Store, StoredRow
+
+Unseal = Callable[[str, StoredRow], tuple[OpenedRow, Metadata]]
+
+
+def extend_turn(store: Store, keys: KeyManager, deletions: Deletions, unseal: Unseal, now: Callable[[], float],
+                user_id: str, turn_id: str, ttl: float) -> int:
+    """Make the owner's live rows of a turn live at least ``ttl`` more; returns how many were extended. Rows the
+    owner's ledger names are removed and never extended; if there were any, the rest is extended and committed,
+    then IntegrityError says so. A ledger altered or older than the keyring's count extends nothing."""
+    index = keys.index_key()
+    owner_tag = index.owner_tag(user_id)
+    floor = deletions.floor(owner_tag)
+    extended = written_back = 0
+    with store.transaction() as tx:
+        ledger = deletions.checked(tx, index, owner_tag, floor)
+        moment = now()  # after the write lock: a row that expired while we waited stays expired
+        expires_at = expiry(moment, ttl)
+        for row, sealed_summary in tx.list_turn(owner_tag, index.turn_tag(owner_tag, turn_id), moment):
+            if ledger.names(row.row_id):
+                written_back += tx.delete_row(row.seq, row.row_id) is not None
+                continue
+            if row.expires_at >= expires_at:
+                continue
+            opened, metadata = unseal(user_id, row)
+            plain, legacy = opened.summary(sealed_summary)
+            longer = dataclasses.replace(metadata, expires_at=expires_at)
+            tx.update_expiry(row.seq, expires_at, *opened.reseal(
+                expires_at, longer.encode(), SummaryRecord.decode(plain, legacy).encode()))
+            extended += 1
+    if written_back:
+        store.scrub()
+    deletions.record(owner_tag, ledger.counter, floor)
+    if written_back:
+        raise IntegrityError(f"{written_back} row(s) of this turn that their owner had deleted were back in the "
+                             "database file (written back from an older copy): they were removed again and the "
+                             f"turn's {extended} other row(s) extended. Find out who can write the data directory")
+    return extended
