@@ -18,13 +18,13 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from tests.attacks.bookkeeping import Bookkeeping
+from tests.attacks.tamper_cells import TABLES, Cell, TamperCells  # noqa: F401 (re-exported)
 from tests.storage.sqlite.layouts import legacy_file
 
 COLUMNS = ("id", "owner_tag", "turn_tag", "key_version", "expires_at", "size_bytes", "wrapped_key", "metadata")
 SHIFT = 20  # a chunk's key is seq << SHIFT | index
 INDEX_MASK = (1 << SHIFT) - 1
-TABLES = ("chunks", "deletions", "key_reservations", "key_tombstones", "meta", "owner_keys", "owners", "rows",
-          "summaries")  # every table the tamper matrix targets
 
 
 @dataclass(frozen=True)
@@ -37,18 +37,7 @@ class SavedRow:
     chunks: tuple[tuple[int, bytes], ...]
 
 
-@dataclass(frozen=True)
-class Cell:
-    """One stored value: ``table[label].column``, found by ``where`` with ``params``."""
-
-    table: str
-    label: str
-    column: str
-    where: str
-    params: tuple
-
-
-class SqliteAttacker:
+class SqliteAttacker(TamperCells, Bookkeeping):
     """Reads and writes one vault file behind the vault's back; every write is committed at once."""
 
     LAYOUTS = ("new", "legacy")  # files made by this scratchvault, and before schema 3 (found by an index on ids)
@@ -255,93 +244,6 @@ class SqliteAttacker:
     def next_free_seq(self) -> int:
         """The seq after the last row's."""
         return self._all("SELECT coalesce(max(seq), 0) + 1 FROM rows")[0][0]
-
-    def ledgers(self) -> dict[bytes, tuple]:
-        """Every owner's ledger of deleted rows as stored, (counter, body, tag) by owner tag."""
-        return {owner_tag: tuple(rest) for owner_tag, *rest in self._all("SELECT owner_tag, counter, body, tag "
-                                                                          "FROM deletions")}
-
-    def write_ledger(self, owner_tag: bytes, ledger: tuple | None) -> None:
-        """Store ``ledger`` (counter, body, tag) as the owner's ledger of deleted rows; None removes it."""
-        with self._connection() as connection:
-            connection.execute("DELETE FROM deletions WHERE owner_tag = ?", (owner_tag,))
-            if ledger is not None:
-                connection.execute("INSERT INTO deletions (owner_tag, counter, body, tag) VALUES (?, ?, ?, ?)",
-                                   (owner_tag, *ledger))
-
-    def set_meta(self, name: str, value: object) -> None:
-        """Overwrite a vault-wide value."""
-        with self._connection() as connection:
-            assert connection.execute("UPDATE meta SET value = ? WHERE name = ?", (value, name)).rowcount == 1
-
-    def delete_meta(self, name: str) -> None:
-        """Delete a vault-wide value."""
-        with self._connection() as connection:
-            assert connection.execute("DELETE FROM meta WHERE name = ?", (name,)).rowcount == 1
-
-    def record_commitment(self, owner_tag: bytes, version: int, value: bytes) -> None:
-        """Record (or overwrite) the commitment of one owner key version."""
-        with self._connection() as connection:
-            connection.execute("INSERT OR REPLACE INTO owner_keys (owner_tag, version, check_value) VALUES (?, ?, ?)",
-                               (owner_tag, version, value))
-
-    def recorded_key_versions(self) -> dict[str, list[int]]:
-        """Owner key versions the file records as committed and as tombstoned (every owner)."""
-        with self._connection() as connection:
-            return {"committed": [v for (v,) in connection.execute("SELECT version FROM owner_keys ORDER BY 1")],
-                    "tombstoned": [v for (v,) in connection.execute("SELECT version FROM key_tombstones ORDER BY 1")]}
-
-    def set_all_key_versions(self, value: object) -> None:
-        """Overwrite the version of every key commitment, reservation and tombstone with ``value``."""
-        with self._connection() as connection:
-            for table in ("owner_keys", "key_reservations", "key_tombstones"):
-                connection.execute(f"UPDATE OR REPLACE {table} SET version = ?", (value,))
-
-    def set_all_commitments(self, value: object) -> None:
-        """Overwrite every recorded owner key commitment with ``value``."""
-        with self._connection() as connection:
-            assert connection.execute("UPDATE owner_keys SET check_value = ?", (value,)).rowcount >= 1
-
-    # -- the tamper matrix -------------------------------------------------------------------------------------
-    def cells(self, seq: int) -> list[Cell]:
-        """Every stored value the tamper matrix targets: each column of row ``seq``, its summary and each of its
-        chunks, each ``meta`` entry, and the row owner's ``owner_keys``, ``owners``, ``deletions`` (ledger),
-        ``key_reservations`` and ``key_tombstones`` entries. A table this helper does not know fails: a new table
-        cannot go untested."""
-        with self._connection() as connection:
-            tables = tuple(sorted(name for (name,) in connection.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")))
-            assert tables == TABLES, f"the schema's tables changed: extend the tamper matrix to {tables}"
-            owner_tag = connection.execute("SELECT owner_tag FROM rows WHERE seq = ?", (seq,)).fetchone()[0]
-            names = [name for (name,) in connection.execute("SELECT name FROM meta ORDER BY name")]
-            versions = [v for (v,) in connection.execute("SELECT version FROM owner_keys WHERE owner_tag = ?",
-                                                         (owner_tag,))]
-            positions = [pos for (pos,) in connection.execute(
-                f"SELECT pos FROM chunks WHERE pos >> {SHIFT} = ? ORDER BY pos", (seq,))]
-            targets = ([("rows", "row", "seq = ?", (seq,)), ("summaries", "row", "seq = ?", (seq,))]
-                       + [("chunks", f"chunk {pos & INDEX_MASK}", "pos = ?", (pos,)) for pos in positions]
-                       + [("meta", name, "name = ?", (name,)) for name in names]
-                       + [("owner_keys", f"v{v}", "owner_tag = ? AND version = ?", (owner_tag, v)) for v in versions]
-                       + [("owners", "owner", "owner_tag = ?", (owner_tag,)),
-                          ("deletions", "ledger", "owner_tag = ?", (owner_tag,))]
-                       + [(table, f"v{v}", "owner_tag = ? AND version = ?", (owner_tag, v))
-                          for table in ("key_reservations", "key_tombstones") for (v,) in connection.execute(
-                              f"SELECT version FROM {table} WHERE owner_tag = ?", (owner_tag,))])
-            return [Cell(table, label, column, where, params) for table, label, where, params in targets
-                    for _, column, *_ in connection.execute(f"PRAGMA table_info({table})")]
-
-    def read_cell(self, cell: Cell) -> object:
-        return self._all(f"SELECT {cell.column} FROM {cell.table} WHERE {cell.where}", *cell.params)[0][0]
-
-    def write_cell(self, cell: Cell, value: object) -> int:
-        """Overwrite one cell; returns how many rows changed, 0 when the file's constraints refuse it (e.g. a
-        primary key onto an existing one: not a state an attacker can make)."""
-        try:
-            with self._connection() as connection:
-                return connection.execute(f"UPDATE {cell.table} SET {cell.column} = ? WHERE {cell.where}",
-                                          (value, *cell.params)).rowcount
-        except sqlite3.IntegrityError:
-            return 0
 
     # -- this file's own: SQL, pages, the WAL, the file itself ---------------------------------------------------
     def run(self, *statements: str | tuple) -> None:

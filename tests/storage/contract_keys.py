@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.storage.contract_support import NOW, OTHER_OWNER, OWNER
 from vault import StorageError
-
-NOW = 1_800_000_000.0
-OWNER, OTHER_OWNER = b"o" * 32, b"p" * 32
 
 
 class KeyBookkeepingContract:

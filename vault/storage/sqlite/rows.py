@@ -14,6 +14,7 @@ from vault.errors import IntegrityError
 from vault.storage.base import ListedRow, RowSeqs, StoredRow
 from vault.storage.sqlite import schema
 from vault.storage.sqlite.connections import TRANSLATE, Connections
+from vault.storage.sqlite.deletes import delete_seqs
 from vault.storage.sqlite.schema import CHUNK_SHIFT, MAX_CHUNKS, blob, valid_seq
 from vault.storage.sqlite.space import CHECK_EVERY, REUSABLE, put_needs
 from vault.storage.sqlite.writers import Writers
@@ -287,23 +288,3 @@ def _roll_back(connection: sqlite3.Connection) -> None:
     if connection.in_transaction:
         with contextlib.suppress(sqlite3.Error):
             connection.rollback()
-
-
-def delete_seqs(connection: sqlite3.Connection, seqs: list[int]) -> None:
-    """Delete rows with their summaries and chunks. Chunks go under secure_delete=FAST: their pages are not
-    zeroed, and need not be, since their key goes with the row. Rows and summaries go under ON, which also
-    zeroes pages and cells freed when the b-tree rebalances: FAST alone leaves copies of other rows' cells,
-    wrapped keys included, in pages it frees (threat_model.md, "Deletion"). A trigger (planted by a writer of the
-    file since it was opened) could keep or copy what is deleted: none may exist, and every row must go."""
-    if connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'trigger' LIMIT 1").fetchone():
-        raise IntegrityError("the database holds a trigger scratchvault did not make: refusing to delete through "
-                             "it (restore the file from backup)")
-    ranges = [(seq << CHUNK_SHIFT, (seq << CHUNK_SHIFT) | (MAX_CHUNKS - 1)) for seq in seqs if valid_seq(seq)]
-    connection.execute("PRAGMA secure_delete = FAST")
-    try:
-        connection.executemany("DELETE FROM chunks WHERE pos BETWEEN ? AND ?", ranges)
-    finally:
-        connection.execute("PRAGMA secure_delete = ON")
-    connection.executemany("DELETE FROM summaries WHERE seq = ?", [(seq,) for seq in seqs])
-    if connection.executemany("DELETE FROM rows WHERE seq = ?", [(seq,) for seq in seqs]).rowcount != len(seqs):
-        raise IntegrityError("a delete left rows it was asked to remove (the file was altered to keep them)")

@@ -1,0 +1,29 @@
+"""Deleting rows from the SQLite file: what a delete, gc and shred run inside their write transaction, and why each
+part goes under the secure-delete mode it does (threat_model.md, "Deletion")."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from vault.errors import IntegrityError
+from vault.storage.sqlite.schema import CHUNK_SHIFT, MAX_CHUNKS, valid_seq
+
+
+def delete_seqs(connection: sqlite3.Connection, seqs: list[int]) -> None:
+    """Delete rows with their summaries and chunks. Chunks go under secure_delete=FAST: their pages are not
+    zeroed, and need not be, since their key goes with the row. Rows and summaries go under ON, which also
+    zeroes pages and cells freed when the b-tree rebalances: FAST alone leaves copies of other rows' cells,
+    wrapped keys included, in pages it frees (threat_model.md, "Deletion"). A trigger (planted by a writer of the
+    file since it was opened) could keep or copy what is deleted: none may exist, and every row must go."""
+    if connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'trigger' LIMIT 1").fetchone():
+        raise IntegrityError("the database holds a trigger scratchvault did not make: refusing to delete through "
+                             "it (restore the file from backup)")
+    ranges = [(seq << CHUNK_SHIFT, (seq << CHUNK_SHIFT) | (MAX_CHUNKS - 1)) for seq in seqs if valid_seq(seq)]
+    connection.execute("PRAGMA secure_delete = FAST")
+    try:
+        connection.executemany("DELETE FROM chunks WHERE pos BETWEEN ? AND ?", ranges)
+    finally:
+        connection.execute("PRAGMA secure_delete = ON")
+    connection.executemany("DELETE FROM summaries WHERE seq = ?", [(seq,) for seq in seqs])
+    if connection.executemany("DELETE FROM rows WHERE seq = ?", [(seq,) for seq in seqs]).rowcount != len(seqs):
+        raise IntegrityError("a delete left rows it was asked to remove (the file was altered to keep them)")
