@@ -26,8 +26,9 @@ class Deletions:
     keyring's count, consulted by reads, and used by gc to remove rows written back after their delete."""
 
     def __init__(self, store: Store, keys: KeyManager, ledgers: DeletionLedgers, counters: Counters,
-                 now: Callable[[], float]) -> None:
+                 now: Callable[[], float], max_ttl_seconds: float) -> None:
         self._store, self._keys, self._ledgers, self._counters, self._now = store, keys, ledgers, counters, now
+        self._max_ttl = max_ttl_seconds  # no genuine copy of a row deleted now expires later than now + this
         self._verified: dict[bytes, tuple[tuple[int, bytes], Ledger]] = {}  # owner tag -> (counter, tag), ledger
 
     def named(self, reads: Snapshot, index: IndexKey, owner_tag: bytes) -> Ledger:
@@ -73,14 +74,18 @@ class Deletions:
         index = self._keys.index_key()
         floors = {owner_tag: self.floor(owner_tag) for owner_tag in {row.owner_tag for row in rows}}  # before the lock
         written: dict[bytes, tuple[Ledger, bytes]] = {}
+        # kept until every genuine copy has expired: the expiry stored now may have been lowered by a writer of the
+        # file, or an older copy may live longer (an extend_turn undone before the delete); every expiry ever
+        # authenticated for the row was set by now, at most max_ttl_seconds ahead (threat_model.md, "Rollback")
+        keep_until = self._now() + self._max_ttl
 
         def work(tx: WriteTx) -> int:  # run again on a full disk, after the store made room (store.deleting)
             written.clear()
             removed = 0
             for owner_tag, floor in floors.items():
                 ledger = self.checked(tx, index, owner_tag, floor)
-                gone = [(row.row_id, expires_at) for row in rows if row.owner_tag == owner_tag
-                        and (expires_at := tx.delete_row(row.seq, row.row_id)) is not None]  # the expiry it had
+                gone = [(row.row_id, max(row.expires_at, stored, keep_until)) for row in rows
+                        if row.owner_tag == owner_tag and (stored := tx.delete_row(row.seq, row.row_id)) is not None]
                 if gone:
                     ledger = ledger.with_deleted(gone, self._now())
                     sealed = self._ledgers.seal(index, owner_tag, ledger)

@@ -57,7 +57,7 @@ class Vault:
         self.max_read, self.max_ttl_seconds = max_read, max_ttl_seconds
         self._rows = RowRecipe(keys)
         self._counters = Counters()
-        self._deletions = Deletions(store, keys, ledgers, self._counters, self._now)
+        self._deletions = Deletions(store, keys, ledgers, self._counters, self._now, max_ttl_seconds)
         self._audit = AuditTrail(keys)
         self._lifecycle = KeyLifecycle(store, keys, self._rows, self._counters)
 
@@ -124,8 +124,8 @@ class Vault:
         check_progress(progress)
         with self._counters.integrity_guard():
             removed = self._store.delete_expired(min(moment, clock), progress)
-            removed += self._deletions.collect_early(clock, moment) if moment > clock else 0
-            return removed + self._deletions.collect()
+            removed += self._deletions.collect()  # the repair first: one owner's altered ledger stops only what follows
+            return removed + (self._deletions.collect_early(clock, moment) if moment > clock else 0)
 
     # -- reading ---------------------------------------------------------------------------------------
     @audited("get")
