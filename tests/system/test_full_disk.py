@@ -210,3 +210,34 @@ def test_doctor_warns_when_free_space_is_below_the_default_reserve(small_fs):
     disk = [line for line in lines if "disk:" in line]
     assert len(disk) == 1 and disk[0].startswith("WARN  disk: ") and "below the reserve" in disk[0]
     assert "default reserve 64.0 MiB" in disk[0] and "ballast 1.0 MiB" in disk[0]
+
+
+def grow_ledger(vault: Vault, user_id: str, entries: int) -> int:
+    """Make the owner's ledger of deleted rows as large as ``entries`` deletes within max_ttl_seconds leave it,
+    sealed as a delete seals it (tens of thousands of real deletes would take minutes); returns its bytes."""
+    deletions, index = vault._deletions, vault._keys.index_key()
+    owner_tag = index.owner_tag(user_id)
+    with vault._store.transaction() as tx:
+        ledger = deletions.checked(tx, index, owner_tag, deletions.floor(owner_tag))
+        grown = type(ledger)(ledger.counter, {**ledger.entries, **{os.urandom(16): 4e9 for _ in range(entries)}})
+        tx.put_ledger(owner_tag, deletions._ledgers.seal(index, owner_tag, grown))
+    return len(grown.body())
+
+
+def test_a_delete_that_rewrites_a_large_ledger_runs_on_a_completely_full_file_system(small_fs, caplog):
+    """A review's proof of concept: each delete rewrites its owner's whole ledger, and one larger than the ballast
+    made a delete on a full disk fail. The ballast now grows with the largest ledger (up to half the reserve)."""
+    db = small_fs / "v.db"
+    with open_vault(db, MemoryKeyring(), disk_reserve_bytes=RESERVE) as vault:
+        rows = [vault.put(ALICE, "t", step, "x", os.urandom(100_000)).id for step in range(3)]
+        vault.delete(ALICE, rows.pop())
+        assert grow_ledger(vault, "alice", 60_000) > MIB  # more than the smallest ballast
+        vault.put(ALICE, "t", 9, "x", "a put refills the ballast to the ledger's size")
+        assert vault.stats()["disk"]["ballast_bytes"] > MIB
+        fill(small_fs)
+        caplog.clear()
+        vault.delete(ALICE, rows[0])
+        assert "released the ballast so deletes can run" in caplog.text
+        with pytest.raises(NotFound):
+            vault.get(ALICE, rows[0])
+    assert intact(db)

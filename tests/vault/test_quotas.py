@@ -124,3 +124,19 @@ def test_bad_settings_are_refused_before_anything_is_made(vault_dir, keyring_bac
     with pytest.raises(InvalidArgument, match=setting):
         Vault.open(vault_dir / "s.db", keyring_backend=keyring_backend, **{setting: value})
     assert list(vault_dir.iterdir()) == []
+
+
+def test_an_owners_ledger_of_deleted_rows_counts_against_their_byte_quota(db_path, keyring_backend, clock):
+    """A review's proof of concept: an owner under a quota put and deleted rows in a loop and grew their ledger of
+    deleted rows (24 bytes a delete, kept max_ttl_seconds) past it. It counts as their bytes now."""
+    with opened(db_path, keyring_backend, clock, owner_max_bytes=1_000) as vault:
+        refused_at = None
+        for cycle in range(100):
+            try:
+                vault.delete(ALICE, vault.put(ALICE, "t", cycle, "x", "0123456789").id)
+            except QuotaExceeded:
+                refused_at = cycle
+                break
+        assert refused_at is not None and 35 <= refused_at <= 45  # about 1,000 / 24 deletes
+        assert vault.stats()["rows"] == 0
+        assert vault.put(BOB, "t", 1, "x", "another owner still puts").size_bytes > 0

@@ -106,7 +106,8 @@ REFUSED = {"dir_0777": unsafe_dir(0o777), "dir_0775": unsafe_dir(0o775), "dir_07
            "shm_symlink": symlinked("-shm"), "lock_0666": unsafe_file(0o666, "-lock"),
            "lock_next_0622": unsafe_file(0o622, "-lock-next"), "lock_symlink": symlinked_lock("-lock"),
            "lock_next_symlink": symlinked_lock("-lock-next"), "ballast_0606": unsafe_file(0o606, "-ballast"),
-           "ballast_symlink": symlinked("-ballast")}
+           "ballast_symlink": symlinked("-ballast"), "lock_0644": unsafe_file(0o644, "-lock"),
+           "lock_next_0640": unsafe_file(0o640, "-lock-next")}
 
 
 def snapshot(root: Path) -> dict[str, tuple]:

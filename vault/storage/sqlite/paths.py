@@ -36,7 +36,7 @@ def prepare(path: object) -> Path:
         _prepare_directory(target.parent)
         _create_file(target)
         for candidate in companions(target):
-            check_file(candidate)
+            check_file(candidate, lock=candidate in lock_paths(target))
     except OSError as error:
         raise UnsafeStorage(f"cannot use the database path ({error.strerror or type(error).__name__})") from None
     return target
@@ -49,7 +49,7 @@ def check_path_safety(target: Path) -> None:
         info = target.parent.stat()
         _check_owner_and_mode(info, "the database directory", target.parent)
         for candidate in companions(target):
-            check_file(candidate)
+            check_file(candidate, lock=candidate in lock_paths(target))
     except OSError as error:
         raise UnsafeStorage(f"cannot use the database path ({error.strerror or type(error).__name__})") from None
 
@@ -134,8 +134,9 @@ def _create_file(target: Path) -> None:
         os.close(descriptor)
 
 
-def check_file(candidate: Path) -> None:
-    """Refuse a symlink, a non-regular file, or one that another account owns or may write."""
+def check_file(candidate: Path, lock: bool = False) -> None:
+    """Refuse a symlink, a non-regular file, or one that another account owns or may write (or, for a ``lock``
+    file, may read)."""
     try:
         info = os.lstat(candidate)
     except FileNotFoundError:
@@ -145,6 +146,9 @@ def check_file(candidate: Path) -> None:
     if not stat.S_ISREG(info.st_mode):
         raise UnsafeStorage(f"refusing {candidate.name}: it is not a regular file")
     _check_owner_and_mode(info, candidate.name, candidate)
+    if lock and info.st_mode & (stat.S_IRGRP | stat.S_IROTH):
+        raise UnsafeStorage(f"refusing {candidate.name}: it is readable by group or others, and whoever can open it "
+                            "can hold the write lock (flock needs only a read); chmod 600 it")
 
 
 def _check_owner_and_mode(info: os.stat_result, what: str, where: Path) -> None:

@@ -278,9 +278,17 @@ class SqliteWriteTx(SqliteReads):
         return found[1]
 
     def put_ledger(self, owner_tag: bytes, ledger: SealedLedger) -> None:
-        """Store (or replace) the owner's deletion ledger."""
-        self._execute("INSERT OR REPLACE INTO deletions (owner_tag, counter, body, tag) VALUES (?, ?, ?, ?)",
-                      (owner_tag, ledger.counter, ledger.body, ledger.tag))
+        """Store (or replace) the owner's deletion ledger. Under secure_delete=FAST: it holds no secret (row ids
+        and expiries, authenticated), so its old pages need not be zeroed, which halves what a delete on a full
+        disk writes to the WAL for it."""
+        self.connection.execute("PRAGMA secure_delete = FAST")
+        try:
+            self._execute("INSERT OR REPLACE INTO deletions (owner_tag, counter, body, tag) VALUES (?, ?, ?, ?)",
+                          (owner_tag, ledger.counter, ledger.body, ledger.tag))
+        finally:
+            self.connection.execute("PRAGMA secure_delete = ON")
+        if self._space is not None:
+            self._space.note_record(len(ledger.body))
 
 
 def _roll_back(connection: sqlite3.Connection) -> None:

@@ -93,7 +93,10 @@ SELECT_ROW_BY_ID = (  # files made before schema 3, which have an index on ids
 NEXT_ROW = ("SELECT (SELECT coalesce(max(seq), 0) + 1 FROM rows), "
             "(SELECT check_value FROM owner_keys WHERE owner_tag = ? AND version = ?)")
 # an owner's stored rows and bytes, read from rows_owner_usage alone (a covering index: no table page is read)
-OWNER_USAGE = "SELECT count(*), coalesce(sum(size_bytes), 0) FROM rows WHERE owner_tag = ?"
+# an owner's rows and bytes for quotas: their ledger of deleted rows counts as bytes too (it grows with deletes)
+OWNER_USAGE = ("SELECT count(*), coalesce(sum(size_bytes), 0) "
+               "+ coalesce((SELECT length(body) FROM deletions WHERE owner_tag = ?1), 0) "
+               "FROM rows WHERE owner_tag = ?1")
 COUNTS = "SELECT count(*), coalesce(sum(size_bytes), 0), coalesce(sum(expires_at <= ?), 0) FROM rows"
 EXPIRED_BATCH = "SELECT seq FROM rows WHERE expires_at <= ? LIMIT ?"
 SELECT_EXPIRING = (  # rows a gc ahead of the clock collects while they are still live

@@ -55,6 +55,7 @@ class DiskSpace:
         self._log = Path(f"{database}-wal")
         self.ballast_path = Path(f"{database}-ballast")
         self._reserve_bytes = reserve_bytes
+        self.largest_record = 0  # bytes of the largest ledger of deleted rows (note_record)
 
     def usage(self) -> tuple[int, int]:
         """(bytes free for this account, bytes in all) on the database's file system."""
@@ -82,11 +83,16 @@ class DiskSpace:
         reserve = self.reserve(total)
         return Room(free, self.ballast_held() if reserve else 0, reserve)
 
+    def note_record(self, size: int) -> None:
+        """A record that deletes rewrite whole (an owner's ledger of deleted rows) is now ``size`` bytes: the
+        ballast grows to match at its next refill."""
+        self.largest_record = max(self.largest_record, size)
+
     def refill(self, room: Room) -> None:
         """Top the ballast up to its size when it is short and the file system has room (a put found the reserve
         free, or a delete that released it gave the space back). Best effort: where the file system cannot
         preallocate, or has no room, it stays short, and puts count the shortfall as used space."""
-        size = ballast_size(room.reserve)
+        size = ballast_size(room.reserve, self.largest_record)
         if room.held < size <= room.free + room.held:
             self._fill_ballast(size)
 
@@ -159,9 +165,10 @@ class Room:
                 "delete and gc; Vault.open(disk_reserve_bytes=...) sets it)")
 
 
-def ballast_size(reserve: int) -> int:
-    """How much of a reserve the ballast holds."""
-    return min(BALLAST_BYTES, reserve // 2)
+def ballast_size(reserve: int, largest_record: int = 0) -> int:
+    """How much of a reserve the ballast holds: enough for a delete to rewrite the largest ledger of deleted rows
+    (its new pages, plus slack), at least BALLAST_BYTES, at most half the reserve."""
+    return min(max(BALLAST_BYTES, largest_record + BALLAST_BYTES // 2), reserve // 2)
 
 
 def findings(database: Path) -> list[Finding]:

@@ -47,6 +47,8 @@ class SqliteStore:
         self.commitments = SqliteCommitments(self)
         with self.transaction() as tx:
             self._ids_indexed = schema.migrate(tx.connection)
+            largest = tx.connection.execute("SELECT coalesce(max(length(body)), 0) FROM deletions").fetchone()[0]
+        self.space.note_record(largest if type(largest) is int else 0)
 
     def transaction(self) -> SqliteWriteTx:
         """A write transaction; commits when the block ends, rolls back when it raises."""
