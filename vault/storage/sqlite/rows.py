@@ -230,7 +230,7 @@ class SqliteWriteTx(SqliteReads):
 
     def _check_space(self) -> None:
         """QuotaExceeded when this transaction's row would pass the disk reserve (never without a ``space``)."""
-        if self._space is None:
+        if self._space is None or self._space.skip_small(self._written):
             return
         if self._log_before is None:  # the WAL as this transaction found it, before its own frames
             self._log_before = self._space.log_bytes()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,9 @@ RESERVE_SHARE = 100
 # FULL_DISK_BATCH rows at most 136 KB: 1 MiB is some 8 times that.
 BALLAST_BYTES = 1 * MIB
 CHECK_EVERY = 16  # chunks (1 MiB of plaintext) a streaming put writes between two checks
+SMALL_PUT = 1 * MIB  # a put this small skips the checks while the file system was last seen roomy ...
+ROOMY = 256 * MIB  # ... that is, this far above the reserve ...
+ROOMY_SECONDS = 1.0  # ... at most this long ago (the write lock bounds what puts write in a second far below it)
 ROW_SLACK = 64 * 1024  # a row's own pages besides its chunks: envelope, summary, index entries
 REUSABLE = "SELECT freelist_count * page_size FROM pragma_freelist_count(), pragma_page_size()"
 
@@ -56,6 +60,7 @@ class DiskSpace:
         self.ballast_path = Path(f"{database}-ballast")
         self._reserve_bytes = reserve_bytes
         self.largest_record = 0  # bytes of the largest ledger of deleted rows (note_record)
+        self._roomy_until = 0.0  # time.monotonic() until which small puts skip their checks
 
     def usage(self) -> tuple[int, int]:
         """(bytes free for this account, bytes in all) on the database's file system."""
@@ -82,6 +87,15 @@ class DiskSpace:
         free, total = self.usage()
         reserve = self.reserve(total)
         return Room(free, self.ballast_held() if reserve else 0, reserve)
+
+    def skip_small(self, size: int) -> bool:
+        """Whether a put of ``size`` bytes may skip its checks: small, and the file system was found far above the
+        reserve within the last second (a few statvfs and stat calls saved on every small put)."""
+        return size <= SMALL_PUT and time.monotonic() < self._roomy_until
+
+    def seen(self, room: Room, pending: int) -> None:
+        """Remember whether ``room`` was far above the reserve once ``pending`` bytes are written."""
+        self._roomy_until = time.monotonic() + ROOMY_SECONDS if room.spare(pending) >= ROOMY else 0.0
 
     def note_record(self, size: int) -> None:
         """A record that deletes rewrite whole (an owner's ledger of deleted rows) is now ``size`` bytes: the

@@ -110,7 +110,10 @@ class SqliteStore:
         write lock), and refill the ballast. Only when the file system alone is short are the file's free pages
         counted, and then the WAL checkpointed and truncated: moved into the file, its frames no longer count as
         growth to come, and its own space comes back."""
+        if self.space.skip_small(size_hint):
+            return
         room, log_bytes = self.space.room(), self.space.log_bytes()
+        self.space.seen(room, put_needs(size_hint, log_bytes, 0))
         if room.spare(put_needs(size_hint, log_bytes, 0)) < 0:
             reusable = self._reusable()
             if log_bytes and room.spare(put_needs(size_hint, log_bytes, reusable)) < 0:
