@@ -6,14 +6,19 @@ location without opening it as a vault (doctor, the command line, the demo).
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
+from vault.errors import InvalidArgument
 from vault.storage.base import Finding, ListedRow, Snapshot, Store, StoredRow, WriteTx
 from vault.storage.sqlite import SqliteStore, default_path, prepare
 from vault.storage.sqlite import backup as backup_sqlite
 from vault.storage.sqlite import describe as describe_sqlite
 from vault.storage.sqlite import vault_id_at as sqlite_vault_id
+
+POSTGRES_SCHEMES = frozenset({"postgresql", "postgres"})
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 
 __all__ = [
     "Finding",
@@ -37,8 +42,24 @@ def default_location() -> Path:
 
 def open_store(location: object, disk_reserve_bytes: int | None = None) -> Store:
     """The store at ``location`` (a path: SQLite, created private if new; checked for unsafe permissions), keeping
-    ``disk_reserve_bytes`` free on its file system (None: the default for that file system; 0: no reserve)."""
+    ``disk_reserve_bytes`` free on its file system (None: the default for that file system; 0: no reserve). A
+    URL is never taken for a path (``postgresql://...`` once made a directory named ``postgresql:``)."""
+    scheme = url_scheme(location)
+    if scheme in POSTGRES_SCHEMES:
+        raise InvalidArgument("PostgreSQL locations are not supported by this version of scratchvault yet (issue "
+                              "14, 'Several hosts'); use a path to a SQLite file")
+    if scheme is not None:
+        raise InvalidArgument(f"a location with the URL scheme {scheme!r} is not a store this vault can open; give "
+                              "a path to a SQLite file")
     return SqliteStore(prepare(location), disk_reserve_bytes)
+
+
+def url_scheme(location: object) -> str | None:
+    """The scheme of a location written as a URL (``scheme://...``), lower-cased, else None; the rest of the URL
+    (which may hold a password) is never looked at or shown."""
+    text = location if isinstance(location, str) else None
+    match = _URL.match(text) if text is not None else None
+    return match.group(1).lower() if match else None
 
 
 def describe(location: Path, now: float | None = None) -> list[Finding]:
