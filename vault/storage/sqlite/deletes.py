@@ -4,6 +4,8 @@ part goes under the secure-delete mode it does (threat_model.md, "Deletion")."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from vault.errors import IntegrityError
 from vault.storage.sqlite.schema import CHUNK_SHIFT, MAX_CHUNKS, valid_seq
@@ -19,11 +21,19 @@ def delete_seqs(connection: sqlite3.Connection, seqs: list[int]) -> None:
         raise IntegrityError("the database holds a trigger scratchvault did not make: refusing to delete through "
                              "it (restore the file from backup)")
     ranges = [(seq << CHUNK_SHIFT, (seq << CHUNK_SHIFT) | (MAX_CHUNKS - 1)) for seq in seqs if valid_seq(seq)]
-    connection.execute("PRAGMA secure_delete = FAST")
-    try:
+    with secure_delete_fast(connection):
         connection.executemany("DELETE FROM chunks WHERE pos BETWEEN ? AND ?", ranges)
-    finally:
-        connection.execute("PRAGMA secure_delete = ON")
     connection.executemany("DELETE FROM summaries WHERE seq = ?", [(seq,) for seq in seqs])
     if connection.executemany("DELETE FROM rows WHERE seq = ?", [(seq,) for seq in seqs]).rowcount != len(seqs):
         raise IntegrityError("a delete left rows it was asked to remove (the file was altered to keep them)")
+
+
+@contextmanager
+def secure_delete_fast(connection: sqlite3.Connection) -> Iterator[None]:
+    """Writes inside the block leave the pages they free unzeroed (``secure_delete=FAST``), for data whose old copies
+    are worthless without a destroyed key or hold no secret; ``ON``, the connection's mode, is restored after."""
+    connection.execute("PRAGMA secure_delete = FAST")
+    try:
+        yield
+    finally:
+        connection.execute("PRAGMA secure_delete = ON")

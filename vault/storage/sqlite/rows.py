@@ -14,7 +14,7 @@ from vault.errors import IntegrityError
 from vault.storage.base import ListedRow, RowSeqs, StoredRow
 from vault.storage.sqlite import schema
 from vault.storage.sqlite.connections import TRANSLATE, Connections
-from vault.storage.sqlite.deletes import delete_seqs
+from vault.storage.sqlite.deletes import delete_seqs, secure_delete_fast
 from vault.storage.sqlite.schema import CHUNK_SHIFT, MAX_CHUNKS, blob, valid_seq
 from vault.storage.sqlite.space import CHECK_EVERY, REUSABLE, put_needs
 from vault.storage.sqlite.writers import Writers
@@ -281,12 +281,9 @@ class SqliteWriteTx(SqliteReads):
         """Store (or replace) the owner's deletion ledger. Under secure_delete=FAST: it holds no secret (row ids
         and expiries, authenticated), so its old pages need not be zeroed, which halves what a delete on a full
         disk writes to the WAL for it."""
-        self.connection.execute("PRAGMA secure_delete = FAST")
-        try:
+        with secure_delete_fast(self.connection):
             self._execute("INSERT OR REPLACE INTO deletions (owner_tag, counter, body, tag) VALUES (?, ?, ?, ?)",
                           (owner_tag, ledger.counter, ledger.body, ledger.tag))
-        finally:
-            self.connection.execute("PRAGMA secure_delete = ON")
         if self._space is not None:
             self._space.note_record(len(ledger.body))
 

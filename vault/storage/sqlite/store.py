@@ -113,8 +113,9 @@ class SqliteStore:
         if self.space.skip_small(size_hint):
             return
         room, log_bytes = self.space.room(), self.space.log_bytes()
-        self.space.seen(room, put_needs(size_hint, log_bytes, 0))
-        if room.spare(put_needs(size_hint, log_bytes, 0)) < 0:
+        needs = put_needs(size_hint, log_bytes, 0)
+        self.space.seen(room, needs)
+        if room.spare(needs) < 0:
             reusable = self._reusable()
             if log_bytes and room.spare(put_needs(size_hint, log_bytes, reusable)) < 0:
                 self.scrub()
