@@ -16,6 +16,7 @@ import pytest
 
 from keys.testing import MemoryKeyring
 from tests.support.clock import FakeClock
+from tests.support.pg_local import pg_schemas  # noqa: F401  (a fixture)
 from vault import Principal, Vault
 
 if TYPE_CHECKING:
@@ -43,8 +44,14 @@ def vault_dir(tmp_path: Path) -> Path:
     return directory
 
 
+# SCRATCHVAULT_TEST_STORE=postgres runs the vault-level suites against PostgreSQL: ``db_path`` is then a URL
+STORE = os.environ.get("SCRATCHVAULT_TEST_STORE", "sqlite")
+
+
 @pytest.fixture
-def db_path(vault_dir: Path) -> Path:
+def db_path(vault_dir: Path, request: pytest.FixtureRequest) -> Path:
+    if STORE == "postgres":
+        return request.getfixturevalue("pg_schemas")("vault")
     return vault_dir / "scratchpad.db"
 
 

@@ -18,3 +18,8 @@ class TestSqliteStore(StoreContract):
     def small_batches(self, monkeypatch) -> int:
         monkeypatch.setattr(sqlite_store, "GC_BATCH", 2)
         return 2
+
+    def test_the_file_systems_free_space_is_reported(self, store):
+        disk = store.stats(0.0)["disk"]
+        assert all(type(value) is int and value >= 0 for value in disk.values())
+        assert 0 < disk["free_bytes"] <= disk["file_system_bytes"]

@@ -1,15 +1,19 @@
 """A location written as a URL is never taken for a path: ``Vault.open("postgresql://...")`` used to create a
 directory tree named ``postgresql:`` in the working directory and a SQLite file in it (issue 14). Until the
-PostgreSQL store lands it is a clear InvalidArgument that never shows the URL's password, and nothing is made."""
+PostgreSQL store landed a URL of another scheme was a clear InvalidArgument, and still is; a PostgreSQL URL opens
+that store, and one no server answers is a StorageError at once. Neither shows the URL's password, in a message or
+a log line, and nothing is made in the working directory."""
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 
 import pytest
 
 from keys.testing import MemoryKeyring
-from vault import InvalidArgument, Vault
+from vault import InvalidArgument, StorageError, Vault
 
 SECRET = "hunter2-CANARY"
 URLS = [f"postgresql://alice:{SECRET}@db.example/vault", f"postgres://alice:{SECRET}@/vault?host=/run/pg",
@@ -18,12 +22,19 @@ URLS = [f"postgresql://alice:{SECRET}@db.example/vault", f"postgres://alice:{SEC
 
 
 @pytest.mark.parametrize("url", URLS)
-def test_a_url_is_refused_clearly_without_its_password_and_nothing_is_made(url, tmp_path, monkeypatch):
+def test_a_url_is_refused_clearly_without_its_password_and_nothing_is_made(url, tmp_path, monkeypatch, caplog):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(InvalidArgument) as raised:
+    monkeypatch.setenv("PGCONNECT_TIMEOUT", "2")
+    caplog.set_level(logging.DEBUG)
+    postgres = url.lower().startswith("postgres")
+    started = time.monotonic()
+    with pytest.raises(StorageError if postgres else InvalidArgument) as raised:
         Vault.open(url, keyring_backend=MemoryKeyring())
+    assert time.monotonic() - started < 20  # refused, not retried until a pool gives up
     assert SECRET not in str(raised.value) and SECRET not in repr(raised.value)
-    assert ("PostgreSQL" in str(raised.value)) == url.lower().startswith("postgres")
+    assert SECRET not in caplog.text
+    if not postgres:
+        assert "postgresql://" in str(raised.value)
     assert os.listdir(tmp_path) == []
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from vault.errors import InvalidArgument
 from vault.storage.base import Finding, ListedRow, Snapshot, Store, StoredRow, WriteTx
+from vault.storage.postgres import DEFAULT_POOL_SIZE, open_postgres
 from vault.storage.sqlite import SqliteStore, default_path, prepare
 from vault.storage.sqlite import backup as backup_sqlite
 from vault.storage.sqlite import describe as describe_sqlite
@@ -40,17 +41,23 @@ def default_location() -> Path:
     return default_path()
 
 
-def open_store(location: object, disk_reserve_bytes: int | None = None) -> Store:
-    """The store at ``location`` (a path: SQLite, created private if new; checked for unsafe permissions), keeping
-    ``disk_reserve_bytes`` free on its file system (None: the default for that file system; 0: no reserve). A
-    URL is never taken for a path (``postgresql://...`` once made a directory named ``postgresql:``)."""
+def open_store(location: object, disk_reserve_bytes: int | None = None, pool_size: int | None = None) -> Store:
+    """The store at ``location``: a ``postgresql://`` or ``postgres://`` URL opens PostgreSQL with a pool of
+    ``pool_size`` connections (None: 8); a path opens SQLite (created private if new; checked for unsafe
+    permissions), keeping ``disk_reserve_bytes`` free on its file system (None: the default for that file
+    system; 0: no reserve). Any other URL is refused: a URL is never taken for a path (``postgresql://...`` once
+    made a directory named ``postgresql:``)."""
     scheme = url_scheme(location)
     if scheme in POSTGRES_SCHEMES:
-        raise InvalidArgument("PostgreSQL locations are not supported by this version of scratchvault yet (issue "
-                              "14, 'Several hosts'); use a path to a SQLite file")
+        if disk_reserve_bytes is not None:
+            raise InvalidArgument("disk_reserve_bytes is a setting of the SQLite store; a PostgreSQL server keeps "
+                                  "its own disk")
+        return open_postgres(str(location), DEFAULT_POOL_SIZE if pool_size is None else pool_size)
+    if pool_size is not None:
+        raise InvalidArgument("pool_size is a setting of the PostgreSQL store")
     if scheme is not None:
         raise InvalidArgument(f"a location with the URL scheme {scheme!r} is not a store this vault can open; give "
-                              "a path to a SQLite file")
+                              "a postgresql:// URL or a path to a SQLite file")
     return SqliteStore(prepare(location), disk_reserve_bytes)
 
 

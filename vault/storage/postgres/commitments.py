@@ -1,0 +1,151 @@
+"""Key commitments, version reservations, tombstones and the owner registry on PostgreSQL (``keys.KeyCommitments``;
+threat_model.md, "Keyring entries"). Writes that change an owner's versions take the owner's advisory lock, so
+two hosts reserving, recording or destroying one owner's versions queue; ``locked`` is the key lock, which
+serialises key creation and rotation across hosts (rare, and a keyring write is made under it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING
+
+from vault.errors import StorageError
+from vault.storage.postgres.schema import KEYS_LOCK, LOCK_CLASS
+from vault.storage.postgres.writes import PgWriteTx
+from vault.storage.sqlite.commitments import _version
+from vault.storage.sqlite.schema import blob
+
+if TYPE_CHECKING:
+    from vault.storage.postgres.store import PostgresStore
+
+_TOP_VERSION = ("SELECT max(v) FROM (SELECT max(version) AS v FROM key_reservations WHERE owner_tag = %(tag)s "
+                "UNION ALL SELECT max(version) FROM owner_keys WHERE owner_tag = %(tag)s "
+                "UNION ALL SELECT max(version) FROM key_tombstones WHERE owner_tag = %(tag)s) AS versions")
+_ABANDON = ("INSERT INTO key_tombstones (owner_tag, version, check_value, swept) "
+            "SELECT owner_tag, version, '\\x'::bytea, false FROM key_reservations r WHERE owner_tag = %s "
+            "AND reserved_at < %s AND NOT EXISTS (SELECT 1 FROM owner_keys k WHERE k.owner_tag = r.owner_tag AND "
+            "k.version = r.version) ON CONFLICT DO NOTHING")
+_LIVE = ("SELECT version, check_value FROM owner_keys WHERE owner_tag = %(tag)s "
+         "AND version NOT IN (SELECT version FROM key_tombstones WHERE owner_tag = %(tag)s)")
+_PENDING = ("SELECT 1 FROM key_reservations r WHERE owner_tag = %(tag)s AND version = %(v)s "
+            "AND NOT EXISTS (SELECT 1 FROM owner_keys WHERE owner_tag = %(tag)s AND version = %(v)s) "
+            "AND NOT EXISTS (SELECT 1 FROM key_tombstones WHERE owner_tag = %(tag)s AND version = %(v)s)")
+_TOMBSTONE = ("INSERT INTO key_tombstones (owner_tag, version, check_value, swept) VALUES (%(tag)s, %(v)s, "
+              "coalesce((SELECT check_value FROM owner_keys WHERE owner_tag = %(tag)s AND version = %(v)s), "
+              "'\\x'::bytea), false) ON CONFLICT DO NOTHING")
+
+
+class PostgresCommitments:
+    """Key commitments and the owner registry; writes join the thread's open transaction, else run in their own."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+
+    @contextmanager
+    def _writing(self, owner_tag: bytes | None = None) -> Iterator[PgWriteTx]:
+        """The thread's open write transaction, else a new one; the owner's lock taken in it."""
+        joined = self._store.open_transaction()
+        if isinstance(joined, PgWriteTx):
+            if owner_tag is not None:
+                joined.lock_owner(owner_tag)
+            yield joined
+            return
+        with self._store.transaction() as tx:
+            if owner_tag is not None:
+                tx.lock_owner(owner_tag)
+            yield tx
+
+    def locked(self) -> AbstractContextManager[object]:
+        """A write transaction holding the key lock until the block ends."""
+        return self._key_locked()
+
+    @contextmanager
+    def _key_locked(self) -> Iterator[PgWriteTx]:
+        with self._store.transaction() as tx:
+            tx._run("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, KEYS_LOCK))
+            yield tx
+
+    def owner_commitments(self, owner_tag: bytes) -> dict[int, bytes]:
+        """Stored key commitments of an owner's live versions, by version."""
+        return {_version(version): blob(value) for version, value in self._store.query(_LIVE, {"tag": owner_tag})}
+
+    def reserve_owner_version(self, owner_tag: bytes, now: float, abandon_before: float) -> int:
+        """Reserve the owner's next key version in a committed transaction of its own, under the owner's lock;
+        older reservations that never got a commitment are tombstoned on the way."""
+        if self._store.open_transaction() is not None:
+            raise StorageError("a key version cannot be reserved inside another write transaction")
+        with self._store.transaction() as tx:
+            tx.lock_owner(owner_tag)
+            tx._run(_ABANDON, (owner_tag, abandon_before))
+            top = tx._one(_TOP_VERSION, {"tag": owner_tag})[0]
+            version = _version(top or 0) + 1
+            tx._run("INSERT INTO key_reservations (owner_tag, version, reserved_at) VALUES (%s, %s, %s)",
+                    (owner_tag, version, now))
+        return version
+
+    def version_pending(self, owner_tag: bytes, version: int) -> bool:
+        """Whether ``version`` is reserved and neither committed nor tombstoned."""
+        return bool(self._store.query(_PENDING, {"tag": owner_tag, "v": version}))
+
+    def record_owner_commitment(self, owner_tag: bytes, version: int, value: bytes, sealed_name: bytes) -> None:
+        """Record an owner key commitment and register the owner."""
+        with self._writing(owner_tag) as tx:
+            tx._run("INSERT INTO owner_keys (owner_tag, version, check_value) VALUES (%s, %s, %s) "
+                    "ON CONFLICT DO NOTHING", (owner_tag, version, value))
+            tx._run("INSERT INTO owners (owner_tag, sealed_name) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                    (owner_tag, sealed_name))
+
+    def tombstone_owner_versions(self, owner_tag: bytes, versions: set[int] | None) -> None:
+        """Destroy ``versions`` in the database (a tombstone each, the commitment dropped); None: every version
+        the owner ever had or reserved, and the owner's registration. Deleting a key's row waits for every put
+        holding it FOR SHARE."""
+        with self._writing(owner_tag) as tx:
+            everything = versions is None
+            if versions is None:
+                found = tx._all("SELECT version FROM owner_keys WHERE owner_tag = %(tag)s UNION "
+                                "SELECT version FROM key_reservations WHERE owner_tag = %(tag)s", {"tag": owner_tag})
+                versions = {version for (version,) in found}
+            for version in sorted(versions):
+                tx._run(_TOMBSTONE, {"tag": owner_tag, "v": version})
+            tx._run("DELETE FROM owner_keys WHERE owner_tag = %s AND version = ANY(%s)", (owner_tag, sorted(versions)))
+            if everything:
+                tx._run("DELETE FROM owners WHERE owner_tag = %s", (owner_tag,))
+
+    def tombstones(self, owner_tag: bytes | None, unswept_only: bool) -> list[tuple[bytes, int, bool]]:
+        """(owner tag, version, swept) of destroyed versions, of one owner or all."""
+        statement = ("SELECT owner_tag, version, swept FROM key_tombstones WHERE (%(tag)s::bytea IS NULL OR "
+                     "owner_tag = %(tag)s)")
+        statement += " AND NOT swept" if unswept_only else ""
+        found = self._store.query(statement + " ORDER BY owner_tag, version", {"tag": owner_tag})
+        return [(blob(tag), _version(version), swept is True) for tag, version, swept in found]
+
+    def mark_swept(self, owner_tag: bytes, versions: list[int]) -> None:
+        """Record that the keyring entries of these destroyed versions are gone."""
+        if not versions:
+            return
+        with self._writing() as tx:
+            tx._run("UPDATE key_tombstones SET swept = true WHERE owner_tag = %s AND version = ANY(%s)",
+                    (owner_tag, versions))
+
+    def registered_owners(self) -> list[tuple[bytes, bytes]]:
+        """(owner tag, sealed name) of every registered owner."""
+        return [(blob(tag), blob(name)) for tag, name in self._store.query("SELECT owner_tag, sealed_name FROM owners")]
+
+    def key_versions_in_use(self, owner_tag: bytes) -> dict[int, int]:
+        """How many rows each key version of an owner still wraps; inside a write transaction, under the owner's
+        lock (a retirement counts after every put of the owner in flight has committed)."""
+        joined = self._store.open_transaction()
+        if isinstance(joined, PgWriteTx):
+            joined.lock_owner(owner_tag)
+        found = self._store.query("SELECT key_version, count(*) FROM rows WHERE owner_tag = %s GROUP BY key_version",
+                                  (owner_tag,))
+        return {_version(version): count for version, count in found}
+
+    def index_commitment(self) -> bytes | None:
+        """The stored commitment of the index key."""
+        return self._store.get_meta("index_key_check")
+
+    def record_index_commitment(self, value: bytes) -> None:
+        """Record the index key commitment."""
+        with self._writing() as tx:
+            tx._run("INSERT INTO meta (name, value) VALUES ('index_key_check', %s) ON CONFLICT DO NOTHING", (value,))

@@ -1,0 +1,214 @@
+"""A PostgreSQL read snapshot and write transaction, and the reads and writes made inside them.
+
+A snapshot is ``REPEATABLE READ READ ONLY``: one view for the whole call, so a row deleted meanwhile is wholly
+there or wholly gone. A write transaction is READ COMMITTED: writers of different owners never wait for each
+other; those of one owner queue on the owner's advisory lock, taken by the statements that must see the owner's
+rows as they are (a put's seq and key check, the owner's usage, ledger and key versions). A put's key check takes
+the key's row ``FOR SHARE``, which a shred or retirement deletes: the two conflict, as they must.
+
+Round trips: BEGIN goes with the first statement, and chunks, summary, row and COMMIT go together at the end, in
+one pipeline, so a put costs two round trips; a slice read three (BEGIN with the row, the chunks, COMMIT).
+"""
+
+from __future__ import annotations
+
+import hmac
+import itertools
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from keys import SealedLedger
+from vault.errors import IntegrityError, StorageError
+from vault.storage.base import ListedRow, RowSeqs, StoredRow
+from vault.storage.postgres import sql
+from vault.storage.postgres.connections import TRANSLATE
+from vault.storage.sqlite.schema import blob, check_columns, sealed_ledger
+
+if TYPE_CHECKING:
+    from vault.storage.postgres.store import PostgresStore
+
+STREAM_AFTER = 16  # a read of more chunks than this streams through a server-side cursor, this many at a time
+FLUSH_BYTES = 4 << 20  # queued chunk inserts are sent once they hold this much (a long put never holds it all)
+_cursor_names = itertools.count(1)
+
+
+class PgReads:
+    """A read snapshot, or the thread's open write transaction joined."""
+
+    BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self._connection: psycopg.Connection | None = None
+        self._begun = False
+        self._own = True
+
+    def __enter__(self) -> PgReads:
+        joined = self._store.open_transaction()
+        if joined is not None:
+            self._connection, self._begun, self._own = joined.connection, True, False
+        else:
+            self._connection = self._store.pool.get()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
+        if not self._own:
+            return
+        connection, self._connection = self._connection, None
+        try:
+            if self._begun:
+                with TRANSLATE:
+                    connection.execute("COMMIT" if error is None else "ROLLBACK")
+        finally:
+            self._store.pool.put(connection)
+
+    @property
+    def connection(self) -> psycopg.Connection:
+        if self._connection is None:
+            raise StorageError("the transaction is over")
+        return self._connection
+
+    def _run(self, statement: str, parameters: Any = None) -> psycopg.Cursor:
+        """One statement, its results in binary (see ``_pipelined``)."""
+        return self._pipelined([(statement, parameters)])
+
+    def _pipelined(self, statements: list[tuple[str, Any]]) -> psycopg.Cursor:
+        """Statements sent together (one round trip), the last one's cursor returned, results in binary. The
+        transaction's BEGIN goes with the first; if the server dropped the connection (a restart) before this
+        transaction did anything, they are tried once more on a new one."""
+        self._before_statement()
+        with TRANSLATE:
+            try:
+                return self._send(statements)
+            except psycopg.OperationalError:
+                if not self._own or self._begun:
+                    raise
+                self._store.pool.put(self.connection)  # the pool discards it: it is broken
+                self._store.pool.check()
+                self._connection = self._store.pool.get()
+                return self._send(statements)
+
+    def _send(self, statements: list[tuple[str, Any]]) -> psycopg.Cursor:
+        connection = self.connection
+        if self._begun and len(statements) == 1:
+            return connection.execute(statements[0][0], statements[0][1], binary=True)
+        with connection.pipeline():
+            if not self._begun:
+                connection.execute(self.BEGIN)
+            for statement, parameters in statements:
+                cursor = connection.execute(statement, parameters, binary=True)
+        self._begun = True
+        return cursor
+
+    def _before_statement(self) -> None:
+        """What must go before any other statement (a write transaction's queued inserts)."""
+
+    def _one(self, statement: str, parameters: Any = None) -> tuple | None:
+        return self._run(statement, parameters).fetchone()
+
+    def _all(self, statement: str, parameters: Any = None) -> list[tuple]:
+        return self._run(statement, parameters).fetchall()
+
+    def find_row(self, row_id: bytes, seq: int) -> StoredRow | None:
+        """The row at the seq its id names, if it stores this very id (compared in constant time first)."""
+        if type(seq) is not int or not 1 <= seq < 1 << 63:
+            return None
+        found = self._one(sql.SELECT_ROW, (seq,))
+        if found is None or type(found[1]) is not bytes or not hmac.compare_digest(found[1], row_id):
+            return None
+        return stored_row(found)
+
+    def list_turn(self, owner_tag: bytes, turn_tag: bytes, now: float) -> list[tuple[StoredRow, bytes | None]]:
+        """Unexpired rows of one owner's turn, each with its sealed summary (None if missing)."""
+        return with_summaries(self._all(sql.SELECT_TURN, (owner_tag, turn_tag, now)))
+
+    def list_turn_summaries(self, owner_tag: bytes, turn_tag: bytes, now: float,
+                            row_seqs: RowSeqs) -> list[ListedRow]:
+        """A listing's columns, oldest first, every row's id checked against its seq."""
+        found = self._all(sql.SELECT_TURN_SUMMARIES, (owner_tag, turn_tag, now))
+        for _seq, row_id, key_version, expires_at, size_bytes, sealed in found:
+            check_columns(key_version, expires_at, size_bytes)
+            if type(row_id) is not bytes:
+                raise IntegrityError("a stored row has columns of the wrong type")
+            if type(sealed) is not bytes or not sealed:
+                raise IntegrityError("a row's summary is missing")
+        if row_seqs([row[1] for row in found]) != [row[0] for row in found]:
+            raise IntegrityError("a listed row is not where its id says")  # moved or copied: no id reaches it
+        return found
+
+    def wrapped_key(self, seq: int) -> bytes:
+        """The wrapped data key of row ``seq``."""
+        found = self._one("SELECT wrapped_key FROM rows WHERE seq = %s", (seq,))
+        if found is None:
+            raise IntegrityError("a listed row disappeared inside one snapshot")
+        return blob(found[0])
+
+    def read_summary(self, seq: int) -> bytes | None:
+        """The sealed summary of row ``seq``."""
+        found = self._one("SELECT sealed FROM summaries WHERE seq = %s", (seq,))
+        return None if found is None else blob(found[0])
+
+    def read_chunks(self, seq: int, first: int, last: int) -> Iterator[tuple[int, bytes]]:
+        """Sealed chunks ``first..last`` of row ``seq`` in order: a few in one statement, more through a
+        server-side cursor fetching STREAM_AFTER at a time (a full read never holds the row twice)."""
+        if last - first < STREAM_AFTER:
+            for index, sealed in self._all(sql.SELECT_CHUNKS, (seq, first, last)):
+                yield index, blob(sealed)
+            return
+        self._run("SELECT 1")  # the transaction begun: a named cursor lives inside it
+        with TRANSLATE:
+            cursor = self.connection.cursor(f"scratchvault_read_{next(_cursor_names)}", binary=True)
+        cursor.itersize = STREAM_AFTER
+        try:
+            with TRANSLATE:
+                cursor.execute(sql.SELECT_CHUNKS, (seq, first, last))
+                for index, sealed in cursor:
+                    yield index, blob(sealed)
+        finally:
+            with TRANSLATE:
+                if not self.connection.closed:
+                    cursor.close()
+
+    def turn_has_rows(self, owner_tag: bytes, turn_tag: bytes, now: float) -> bool:
+        """Whether one owner's turn has an unexpired row."""
+        return self._one(sql.TURN_HAS_ROWS, (owner_tag, turn_tag, now)) is not None
+
+    def owner_has_rows(self, owner_tag: bytes) -> bool:
+        """Whether any row (expired or not) belongs to this owner tag."""
+        return self._one("SELECT 1 FROM rows WHERE owner_tag = %s LIMIT 1", (owner_tag,)) is not None
+
+    def ledger(self, owner_tag: bytes) -> SealedLedger | None:
+        """The owner's deletion ledger as stored, or None."""
+        found = self._one("SELECT counter, body, tag FROM deletions WHERE owner_tag = %s", (owner_tag,))
+        return None if found is None else sealed_ledger(*found)
+
+    def ledger_head(self, owner_tag: bytes) -> tuple[int, bytes] | None:
+        """The counter and tag of the owner's deletion ledger (its body not read), or None."""
+        found = self._one("SELECT counter, tag FROM deletions WHERE owner_tag = %s", (owner_tag,))
+        return None if found is None else (found[0], blob(found[1]))
+
+    def ledgers(self) -> list[tuple[bytes, SealedLedger]]:
+        """Every owner's deletion ledger."""
+        found = self._all("SELECT owner_tag, counter, body, tag FROM deletions")
+        return [(blob(owner_tag), sealed_ledger(*rest)) for owner_tag, *rest in found]
+
+    def expiring(self, after: float, until: float) -> list[StoredRow]:
+        """Rows live at ``after`` that expire by ``until``."""
+        return [stored_row(row) for row in self._all(sql.SELECT_EXPIRING, (after, until))]
+
+
+def stored_row(row: tuple) -> StoredRow:
+    """A row as stored; a column of another type than the table's (an altered table) is tampering."""
+    seq, row_id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata = row
+    check_columns(key_version, expires_at, size_bytes)
+    if type(seq) is not int or seq < 1:
+        raise IntegrityError("a stored row has columns of the wrong type")
+    return StoredRow(seq, blob(row_id), blob(owner_tag), blob(turn_tag), key_version, expires_at,
+                     size_bytes, blob(wrapped_key), blob(metadata))
+
+
+def with_summaries(found: list[tuple]) -> list[tuple[StoredRow, bytes | None]]:
+    """Rows selected with their summary as the last column."""
+    return [(stored_row(row[:-1]), None if row[-1] is None else blob(row[-1])) for row in found]

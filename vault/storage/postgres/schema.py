@@ -1,0 +1,98 @@
+"""The PostgreSQL schema: tables fitted to the server (not the SQLite file's translated), its version in a table,
+migrations under an advisory lock, and the checks that refuse a schema someone else changed.
+
+Chunks are keyed by ``PRIMARY KEY (seq, idx)``: PostgreSQL tables are heaps, not ordered by key, so the SQLite
+store's ``seq << 20 | idx`` packing buys nothing here. Every bytea column is ``STORAGE EXTERNAL``: ciphertext does
+not compress, so trying costs time for nothing. Row seqs come from a sequence and are never reused.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+from vault.errors import IntegrityError, StorageError
+
+SCHEMA_VERSION = 1  # of the PostgreSQL schema; independent of the SQLite file's
+LOCK_CLASS = 0x5356  # "SV": the first key of every advisory lock the store takes (the second says which)
+MIGRATE_LOCK = 1
+KEYS_LOCK = 2  # key creation and rotation (rare; a keyring write is made under it)
+META_LOCK = 3  # a new vault's id and index key
+OWNER_LOCK_CLASS = 0x5357  # per owner: (OWNER_LOCK_CLASS, first 4 bytes of the owner tag as int4)
+TABLES = ("scratchvault_schema", "meta", "rows", "summaries", "chunks", "owner_keys", "owners", "key_reservations",
+          "key_tombstones", "deletions")
+DDL = """
+CREATE TABLE IF NOT EXISTS scratchvault_schema (version integer NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (name text PRIMARY KEY, value bytea NOT NULL);
+CREATE SEQUENCE IF NOT EXISTS row_seq AS bigint MINVALUE 1 NO CYCLE;
+CREATE TABLE IF NOT EXISTS rows (
+    seq bigint PRIMARY KEY,
+    id bytea NOT NULL,
+    owner_tag bytea NOT NULL,
+    turn_tag bytea NOT NULL,
+    key_version integer NOT NULL,
+    expires_at double precision NOT NULL,
+    size_bytes bigint NOT NULL,
+    wrapped_key bytea NOT NULL,
+    metadata bytea NOT NULL
+);
+CREATE INDEX IF NOT EXISTS rows_owner_turn ON rows (owner_tag, turn_tag, seq);
+CREATE INDEX IF NOT EXISTS rows_expiry ON rows (expires_at);
+CREATE INDEX IF NOT EXISTS rows_owner_usage ON rows (owner_tag, key_version) INCLUDE (size_bytes);
+CREATE TABLE IF NOT EXISTS summaries (seq bigint PRIMARY KEY, sealed bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS chunks (seq bigint NOT NULL, idx integer NOT NULL, sealed bytea NOT NULL,
+                                   PRIMARY KEY (seq, idx));
+CREATE TABLE IF NOT EXISTS owner_keys (owner_tag bytea NOT NULL, version integer NOT NULL,
+                                       check_value bytea NOT NULL, PRIMARY KEY (owner_tag, version));
+CREATE TABLE IF NOT EXISTS owners (owner_tag bytea PRIMARY KEY, sealed_name bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS key_reservations (owner_tag bytea NOT NULL, version integer NOT NULL,
+                                             reserved_at double precision NOT NULL, PRIMARY KEY (owner_tag, version));
+CREATE TABLE IF NOT EXISTS key_tombstones (owner_tag bytea NOT NULL, version integer NOT NULL,
+                                           check_value bytea NOT NULL, swept boolean NOT NULL,
+                                           PRIMARY KEY (owner_tag, version));
+CREATE TABLE IF NOT EXISTS deletions (owner_tag bytea PRIMARY KEY, counter bigint NOT NULL, body bytea NOT NULL,
+                                      tag bytea NOT NULL);
+ALTER TABLE rows ALTER COLUMN id SET STORAGE EXTERNAL, ALTER COLUMN wrapped_key SET STORAGE EXTERNAL,
+    ALTER COLUMN metadata SET STORAGE EXTERNAL;
+ALTER TABLE summaries ALTER COLUMN sealed SET STORAGE EXTERNAL;
+ALTER TABLE chunks ALTER COLUMN sealed SET STORAGE EXTERNAL;
+ALTER TABLE deletions ALTER COLUMN body SET STORAGE EXTERNAL
+"""
+# what can keep or copy a row a delete removes, on one of the vault's tables: a trigger or a rule
+FOREIGN_OBJECTS = """
+SELECT 'trigger' FROM pg_trigger t WHERE NOT t.tgisinternal AND t.tgrelid = ANY(%(tables)s)
+UNION ALL SELECT 'rule' FROM pg_rewrite r WHERE r.ev_class = ANY(%(tables)s) AND r.rulename <> '_RETURN'
+UNION ALL SELECT 'row security policy' FROM pg_policy p WHERE p.polrelid = ANY(%(tables)s)
+"""
+OUR_TABLES = ("SELECT array_agg(to_regclass(name)::oid) FILTER (WHERE to_regclass(name) IS NOT NULL) "
+              "FROM unnest(%s::text[]) AS name")
+
+
+def migrate(connection: psycopg.Connection) -> None:
+    """Create missing tables and record the schema version, under an advisory lock (PostgreSQL DDL is
+    transactional: two hosts opening one new database make it once). A database of a newer scratchvault, or one
+    whose tables carry a trigger, rule or policy, is refused."""
+    connection.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATE_LOCK))
+    found = None
+    if connection.execute("SELECT to_regclass('scratchvault_schema')").fetchone()[0] is not None:
+        versions = [version for (version,) in connection.execute("SELECT version FROM scratchvault_schema")]
+        if len(versions) > 1 or (versions and type(versions[0]) is not int):
+            raise IntegrityError("the PostgreSQL schema version table was altered; restore it from backup")
+        found = versions[0] if versions else None
+    if found is not None and found > SCHEMA_VERSION:
+        raise StorageError("the database was written by a newer scratchvault; upgrade to open it")
+    check_foreign_objects(connection)
+    if found != SCHEMA_VERSION:
+        connection.execute(DDL)
+        connection.execute("DELETE FROM scratchvault_schema")
+        connection.execute("INSERT INTO scratchvault_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+
+
+def check_foreign_objects(connection: psycopg.Connection) -> None:
+    """IntegrityError when a trigger, rule or row security policy sits on one of the vault's tables: it could
+    keep or copy the rows a delete removes (the role that owns the tables, or a superuser, put it there)."""
+    tables = connection.execute(OUR_TABLES, (list(TABLES),)).fetchone()[0] or []
+    foreign = sorted({kind for (kind,) in connection.execute(FOREIGN_OBJECTS, {"tables": tables})})
+    if foreign:
+        raise IntegrityError(f"the database holds schema objects scratchvault did not make ({', '.join(foreign)}) "
+                             "on its tables: they can keep rows a delete removes, or copy them; refusing it. Drop "
+                             "them after checking what they did, or restore the database from backup")

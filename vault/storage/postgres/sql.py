@@ -1,0 +1,47 @@
+"""The PostgreSQL store's statements (schema.py makes the tables they use)."""
+
+from __future__ import annotations
+
+SELECT_ROW = ("SELECT seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata "
+              "FROM rows WHERE seq = %s")
+SELECT_TURN = ("SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "
+               "summaries.sealed FROM rows LEFT JOIN summaries ON summaries.seq = rows.seq "
+               "WHERE owner_tag = %s AND turn_tag = %s AND expires_at > %s ORDER BY rows.seq")
+SELECT_TURN_SUMMARIES = (
+    "SELECT rows.seq, id, key_version, expires_at, size_bytes, summaries.sealed FROM rows "
+    "LEFT JOIN summaries ON summaries.seq = rows.seq WHERE owner_tag = %s AND turn_tag = %s AND expires_at > %s "
+    "ORDER BY rows.seq")
+SELECT_CHUNKS = "SELECT idx, sealed FROM chunks WHERE seq = %s AND idx BETWEEN %s AND %s ORDER BY idx"
+TURN_HAS_ROWS = "SELECT 1 FROM rows WHERE owner_tag = %s AND turn_tag = %s AND expires_at > %s LIMIT 1"
+SELECT_EXPIRING = ("SELECT seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata "
+                   "FROM rows WHERE expires_at > %s AND expires_at <= %s")
+SELECT_OLD_VERSION = ("SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, "
+                      "metadata, summaries.sealed FROM rows LEFT JOIN summaries ON summaries.seq = rows.seq "
+                      "WHERE owner_tag = %s AND key_version <> %s LIMIT %s")
+# the owner's advisory lock, held to the end of the transaction: writers of one owner queue, others never wait
+OWNER_LOCK = "SELECT pg_advisory_xact_lock(%s, %s)"
+# a put's seq (never reused) and the commitment of the key version that will wrap it, that key's row held FOR
+# SHARE until the put commits: a shred or retirement deletes it, so it waits for the put, or the put sees it gone
+NEXT_ROW = ("SELECT nextval('row_seq'), "
+            "(SELECT check_value FROM owner_keys WHERE owner_tag = %s AND version = %s FOR SHARE)")
+INSERT_CHUNK = "INSERT INTO chunks (seq, idx, sealed) VALUES (%s, %s, %s)"
+INSERT_SUMMARY = "INSERT INTO summaries (seq, sealed) VALUES (%s, %s)"
+INSERT_ROW = ("INSERT INTO rows (seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, "
+              "metadata) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)")
+OWNER_USAGE = ("SELECT count(*), coalesce(sum(size_bytes), 0)::bigint "
+               "+ coalesce((SELECT length(body) FROM deletions WHERE owner_tag = %(tag)s), 0) "
+               "FROM rows WHERE owner_tag = %(tag)s")
+UPSERT_LEDGER = ("INSERT INTO deletions (owner_tag, counter, body, tag) VALUES (%s, %s, %s, %s) ON CONFLICT "
+                 "(owner_tag) DO UPDATE SET counter = excluded.counter, body = excluded.body, tag = excluded.tag")
+# a batch of rows to delete; rows another transaction is deleting are skipped (two hosts' gc never collide)
+EXPIRED_BATCH = "SELECT seq FROM rows WHERE expires_at <= %s ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED"
+OWNER_BATCH = "SELECT seq FROM rows WHERE owner_tag = %s ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED"
+DELETE_CHUNKS = "DELETE FROM chunks WHERE seq = ANY(%s)"
+DELETE_SUMMARIES = "DELETE FROM summaries WHERE seq = ANY(%s)"
+DELETE_ROWS = "DELETE FROM rows WHERE seq = ANY(%s)"
+COUNTS = ("SELECT count(*), coalesce(sum(size_bytes), 0)::bigint, count(*) FILTER (WHERE expires_at <= %s) "
+          "FROM rows")
+BY_VERSION = ("SELECT key_version, count(*), coalesce(sum(size_bytes), 0)::bigint FROM rows GROUP BY key_version "
+              "ORDER BY key_version")
+IS_EMPTY = ("SELECT EXISTS (SELECT 1 FROM rows) OR EXISTS (SELECT 1 FROM owner_keys) OR EXISTS (SELECT 1 FROM "
+            "deletions) OR EXISTS (SELECT 1 FROM meta WHERE name = 'index_key_check')")

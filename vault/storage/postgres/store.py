@@ -1,0 +1,149 @@
+"""The PostgreSQL store: the vault's tables on a server several hosts share; encryption stays on the client.
+
+Implements vault/storage/base.py. No global writer lock: writers of different owners run side by side (rows.py).
+Deleted rows are NotFound at once; what PostgreSQL keeps of them (dead tuples until VACUUM, WAL, archives,
+replicas, base backups) is unreadable only once the key that wrapped them is destroyed (threat_model.md,
+"PostgreSQL"): scrub is a no-op here, since no VACUUM can reach those copies.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from vault.errors import StorageError
+from vault.storage.base import Progress
+from vault.storage.postgres import sql
+from vault.storage.postgres.commitments import PostgresCommitments
+from vault.storage.postgres.connections import TRANSLATE, Pool, is_retryable
+from vault.storage.postgres.rows import PgReads
+from vault.storage.postgres.schema import LOCK_CLASS, META_LOCK, migrate
+from vault.storage.postgres.writes import PgWriteTx, delete_seqs
+from vault.storage.sqlite.schema import blob
+
+T = TypeVar("T")
+MAX_CHUNKS = 1 << 20  # chunks per row, as on SQLite (a row of 64 GiB), so a vault moves between the two
+GC_BATCH = 2000
+WRITE_ATTEMPTS = 4  # a delete, gc batch or shred step that meets a deadlock or serialization failure runs again
+DEFAULT_POOL_SIZE = 8
+
+
+class PostgresStore:
+    """A vault's rows, chunks, summaries and key commitments in one PostgreSQL schema."""
+
+    max_chunks = MAX_CHUNKS
+
+    def __init__(self, url: str, pool_size: int = DEFAULT_POOL_SIZE) -> None:
+        self.pool = Pool(url, pool_size)
+        self._local = threading.local()
+        self.commitments = PostgresCommitments(self)
+        try:
+            with self.transaction() as tx:
+                tx._run("SELECT 1")
+                with TRANSLATE:
+                    migrate(tx.connection)
+        except BaseException:
+            self.pool.close()
+            raise
+
+    def __repr__(self) -> str:
+        return "PostgresStore(<url not shown>)"
+
+    # -- transactions ------------------------------------------------------------------------------------------------
+    def open_transaction(self) -> PgReads | None:
+        """This thread's open write transaction, if any."""
+        return getattr(self._local, "tx", None)
+
+    def set_transaction(self, tx: PgReads | None) -> None:
+        self._local.tx = tx
+
+    def transaction(self) -> PgWriteTx:
+        """A write transaction (READ COMMITTED; per-owner locks); commits when the block ends."""
+        return PgWriteTx(self)
+
+    def snapshot(self) -> PgReads:
+        """A read snapshot (REPEATABLE READ READ ONLY); inside this thread's write transaction, that transaction."""
+        return PgReads(self)
+
+    def query(self, statement: str, parameters: Any = ()) -> list[tuple]:
+        """One statement inside this thread's open transaction, else on its own (autocommit)."""
+        joined = self.open_transaction()
+        if joined is not None:
+            return joined._all(statement, parameters)
+        with self.snapshot() as reads:
+            return reads._all(statement, parameters)
+
+    # -- the vault's calls ---------------------------------------------------------------------------------------
+    def get_meta(self, name: str) -> bytes | None:
+        """A value from the meta table; inside a write transaction under the meta lock, so two hosts opening one
+        new database make one vault id, not two."""
+        joined = self.open_transaction()
+        if isinstance(joined, PgWriteTx):
+            joined._run("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, META_LOCK))
+        found = self.query("SELECT value FROM meta WHERE name = %s", (name,))
+        return blob(found[0][0]) if found else None
+
+    def is_empty(self) -> bool:
+        """No rows, key commitments or deletion ledgers."""
+        return not self.query(sql.IS_EMPTY)[0][0]
+
+    def check_space(self, size_hint: int) -> None:
+        """The server keeps its own disk: nothing to check from here (a full disk is a QuotaExceeded on write)."""
+        if self.pool.closed:
+            raise StorageError("the vault is closed")
+
+    def deleting(self, work: Callable[[PgWriteTx], T]) -> T:
+        """``work``, a write that only removes, in a write transaction; run again from the start after a deadlock
+        or serialization failure (the transaction was rolled back)."""
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                with self.transaction() as tx:
+                    return work(tx)
+            except StorageError as error:
+                if not is_retryable(error) or attempt == WRITE_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def delete_expired(self, now: float, progress: Progress = None) -> int:
+        """Delete every row expired at ``now``, GC_BATCH per transaction; returns how many."""
+        return self._delete_in_batches(sql.EXPIRED_BATCH, now, progress)
+
+    def delete_owner_rows(self, owner_tag: bytes, progress: Progress = None) -> int:
+        """Delete every row of an owner, GC_BATCH per transaction; returns how many."""
+        return self._delete_in_batches(sql.OWNER_BATCH, owner_tag, progress)
+
+    def _delete_in_batches(self, select: str, key: object, progress: Progress) -> int:
+        """Batches of rows ``select`` finds (locked, skipping those another host is deleting), each committed."""
+        removed = 0
+        while True:
+            def batch(tx: PgWriteTx) -> int:
+                seqs = [seq for (seq,) in tx._all(select, (key, GC_BATCH))]
+                delete_seqs(tx, seqs)
+                return len(seqs)
+
+            count = self.deleting(batch)
+            removed += count
+            if progress is not None:
+                progress(removed)
+            if count < GC_BATCH:
+                return removed
+
+    def stats(self, now: float) -> dict[str, Any]:
+        """Row and byte counts (all rows, and by key version), rows expired but not yet collected; ``disk`` has
+        no sizes to show (None: the server's disk is not visible from here; doctor shows the database's size)."""
+        rows, size, expired = self.query(sql.COUNTS, (now,))[0]
+        by_version = self.query(sql.BY_VERSION)
+        return {"rows": rows, "bytes": size, "expired_rows": expired,
+                "by_key_version": {version: {"rows": count, "bytes": total} for version, count, total in by_version},
+                "disk": {"free_bytes": None, "reserve_bytes": 0, "ballast_bytes": 0, "file_system_bytes": None}}
+
+    def scrub(self) -> None:
+        """Nothing: PostgreSQL's copies of deleted rows (dead tuples, WAL, archives, replicas) are beyond what a
+        client can wipe; they become unreadable when their key is destroyed (threat_model.md, "PostgreSQL")."""
+
+    def close(self) -> None:
+        """Close the pool; later calls raise StorageError."""
+        self.pool.close()

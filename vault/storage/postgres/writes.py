@@ -1,0 +1,190 @@
+"""The PostgreSQL write transaction: READ COMMITTED, per-owner advisory locks, and a put's inserts queued and sent
+with its COMMIT in one pipeline (rows.py says why)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import psycopg
+
+from keys import SealedLedger
+from vault.errors import IntegrityError, StorageError
+from vault.storage.base import StoredRow
+from vault.storage.postgres import sql
+from vault.storage.postgres.connections import TRANSLATE
+from vault.storage.postgres.rows import FLUSH_BYTES, PgReads, with_summaries
+from vault.storage.postgres.schema import OWNER_LOCK_CLASS
+from vault.storage.sqlite.schema import blob, check_columns
+
+
+def owner_lock_key(owner_tag: bytes) -> tuple[int, int]:
+    """The advisory lock of one owner: two owners sharing it (one in 2^32) only queue behind each other."""
+    return OWNER_LOCK_CLASS, int.from_bytes(owner_tag[:4].ljust(4, b"\0"), "big", signed=True)
+
+
+class PgWriteTx(PgReads):
+    """A write transaction; commits when the block ends, rolls back when it raises (a failed COMMIT too)."""
+
+    BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+
+    def __init__(self, store: Any) -> None:
+        super().__init__(store)
+        self._queued: list[tuple[str, tuple]] = []
+        self._chunks: list[tuple[int, int, bytes]] = []
+        self._chunk_bytes = 0
+        self._locked: set[tuple[int, int]] = set()
+        self.deleted = False
+
+    def __enter__(self) -> PgWriteTx:
+        if self._store.open_transaction() is not None:
+            raise StorageError("a write transaction is already open in this thread")
+        self._connection = self._store.pool.get()
+        self._store.set_transaction(self)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
+        connection = self._connection
+        self._store.set_transaction(None)
+        try:
+            if error is None:
+                self._commit()
+            elif self._begun:
+                with contextlib.suppress(psycopg.Error):
+                    connection.execute("ROLLBACK")
+        finally:
+            self._connection = None
+            self._store.pool.put(connection)
+        if error is not None:
+            TRANSLATE.__exit__(kind, error, trace)  # a psycopg error leaves as its VaultError
+
+    def _commit(self) -> None:
+        """Send what is queued and COMMIT in one pipeline; on any failure roll back (a failed COMMIT rolls back)."""
+        if not self._begun and not self._queued and not self._chunks:
+            return
+        connection = self.connection
+        try:
+            with TRANSLATE, connection.pipeline():
+                if not self._begun:
+                    connection.execute(self.BEGIN)
+                    self._begun = True
+                self._send_queued()
+                connection.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(psycopg.Error):
+                connection.execute("ROLLBACK")
+            raise
+
+    def _send_queued(self) -> None:
+        """Send the queued chunk inserts and the queued statements (inside the caller's pipeline)."""
+        connection = self.connection
+        if self._chunks:
+            with connection.cursor() as cursor:
+                cursor.executemany(sql.INSERT_CHUNK, self._chunks)
+            self._chunks, self._chunk_bytes = [], 0
+        for statement, parameters in self._queued:
+            connection.execute(statement, parameters)
+        self._queued = []
+
+    def _before_statement(self) -> None:
+        """Queued inserts go before any other statement of the transaction (its order is the caller's)."""
+        if not self._queued and not self._chunks:
+            return
+        connection = self.connection
+        with TRANSLATE, connection.pipeline():
+            if not self._begun:
+                connection.execute(self.BEGIN)
+                self._begun = True
+            self._send_queued()
+
+    def lock_owner(self, owner_tag: bytes) -> None:
+        """Take the owner's advisory lock (once per transaction), queueing behind the owner's other writers."""
+        key = owner_lock_key(owner_tag)
+        if key not in self._locked:
+            self._run(sql.OWNER_LOCK, key)
+            self._locked.add(key)
+
+    def next_row(self, owner_tag: bytes, key_version: int) -> tuple[int, bytes | None]:
+        """The next seq (a sequence: never reused) and the recorded commitment of the key version, its row held
+        FOR SHARE; the owner's lock first. Lock, seq and commitment go in one round trip with the BEGIN."""
+        key = owner_lock_key(owner_tag)
+        statements = [] if key in self._locked else [(sql.OWNER_LOCK, key)]
+        cursor = self._pipelined([*statements, (sql.NEXT_ROW, (owner_tag, key_version))])
+        self._locked.add(key)
+        with TRANSLATE:
+            seq, commitment = cursor.fetchone()
+        if type(seq) is not int or seq < 1:
+            raise IntegrityError("the row sequence returned a value that is not a seq")
+        return seq, None if commitment is None else blob(commitment)
+
+    def insert_chunk(self, seq: int, index: int, sealed: bytes) -> None:
+        """Queue one sealed chunk; the queue is sent once it holds FLUSH_BYTES, the rest with the COMMIT."""
+        self._chunks.append((seq, index, sealed))
+        self._chunk_bytes += len(sealed)
+        if self._chunk_bytes >= FLUSH_BYTES:
+            self._before_statement()
+
+    def insert_row(self, row: StoredRow, sealed_summary: bytes) -> None:
+        """Queue a row's summary and envelope; they go with the COMMIT."""
+        self._queued.append((sql.INSERT_SUMMARY, (row.seq, sealed_summary)))
+        self._queued.append((sql.INSERT_ROW, (row.seq, row.row_id, row.owner_tag, row.turn_tag, row.key_version,
+                                              row.expires_at, row.size_bytes, row.wrapped_key, row.metadata)))
+
+    def owner_usage(self, owner_tag: bytes) -> tuple[int, int]:
+        """(rows, bytes) of an owner, its ledger's bytes included, under the owner's lock."""
+        self.lock_owner(owner_tag)
+        rows, size = self._one(sql.OWNER_USAGE, {"tag": owner_tag})
+        if type(rows) is not int or type(size) is not int:
+            raise IntegrityError("a stored row has columns of the wrong type")
+        return rows, size
+
+    def update_expiry(self, seq: int, expires_at: float, metadata: bytes, sealed_summary: bytes) -> None:
+        """Give row ``seq`` a new expiry with its re-sealed metadata and summary."""
+        self._run("UPDATE rows SET expires_at = %s, metadata = %s WHERE seq = %s", (expires_at, metadata, seq))
+        self._run("UPDATE summaries SET sealed = %s WHERE seq = %s", (sealed_summary, seq))
+
+    def update_wrapped_key(self, seq: int, version: int, wrapped_key: bytes, sealed_summary: bytes | None) -> None:
+        """Store a row's data key wrapped under ``version``, and its re-sealed summary (None: unchanged)."""
+        self._run("UPDATE rows SET key_version = %s, wrapped_key = %s WHERE seq = %s", (version, wrapped_key, seq))
+        if sealed_summary is not None:
+            self._run("UPDATE summaries SET sealed = %s WHERE seq = %s", (sealed_summary, seq))
+
+    def rows_to_rewrap(self, owner_tag: bytes, primary: int, limit: int) -> list[tuple[StoredRow, bytes | None]]:
+        """Up to ``limit`` rows of an owner wrapped under another version than ``primary``."""
+        self.lock_owner(owner_tag)
+        return with_summaries(self._all(sql.SELECT_OLD_VERSION, (owner_tag, primary, limit)))
+
+    def put_meta(self, name: str, value: bytes) -> None:
+        """Set a meta value."""
+        self._run("INSERT INTO meta (name, value) VALUES (%s, %s)", (name, value))
+
+    def ledger(self, owner_tag: bytes) -> SealedLedger | None:
+        """The owner's ledger, read under the owner's lock: a delete reads, extends and writes it back."""
+        self.lock_owner(owner_tag)
+        return super().ledger(owner_tag)
+
+    def delete_row(self, seq: int, row_id: bytes) -> float | None:
+        """Delete one row, its summary and chunks; the expiry it had, or None if the row at ``seq`` does not
+        store this id (deleted meanwhile)."""
+        found = self._one("SELECT id, expires_at FROM rows WHERE seq = %s FOR UPDATE", (seq,))
+        if found is None or found[0] != row_id:
+            return None
+        check_columns(1, found[1], 0)
+        delete_seqs(self, [seq])
+        return found[1]
+
+    def put_ledger(self, owner_tag: bytes, ledger: SealedLedger) -> None:
+        """Store (or replace) the owner's deletion ledger."""
+        self.lock_owner(owner_tag)
+        self._run(sql.UPSERT_LEDGER, (owner_tag, ledger.counter, ledger.body, ledger.tag))
+
+
+def delete_seqs(tx: PgWriteTx, seqs: list[int]) -> None:
+    """Delete rows with their summaries and chunks in one round trip; every row asked for must go (a rule or
+    trigger planted since the store was opened could keep one: schema.check_foreign_objects refuses those)."""
+    if not seqs:
+        return
+    cursor = tx._pipelined([(sql.DELETE_CHUNKS, (seqs,)), (sql.DELETE_SUMMARIES, (seqs,)), (sql.DELETE_ROWS, (seqs,))])
+    if cursor.rowcount != len(seqs):
+        raise IntegrityError("a delete left rows it was asked to remove (the database was altered to keep them)")
+    tx.deleted = True
