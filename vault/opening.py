@@ -39,13 +39,13 @@ def check_settings(clock: object, max_read: object, max_ttl_seconds: object, key
 
 
 def open_parts(location: object, backend: KeyringBackend | None, key_cache_seconds: float, key_cache_size: int,
-               keyring_timeout: float, disk_reserve_bytes: int | None = None
+               keyring_timeout: float, disk_reserve_bytes: int | None = None, pool_size: int | None = None
                ) -> tuple[Store, KeyManager, DeletionLedgers]:
     """The store at ``location``, its key manager (the index key already fetched and checked: a missing or
     replaced one fails here, not on first use) and its owners' counts of deletes in the keyring. Refuses an
     unacceptable keyring before the store is touched."""
     keyring = KeyringEdge(resolve_backend(backend), timeout=float(keyring_timeout))
-    store = open_store(location, disk_reserve_bytes)
+    store = open_store(location, disk_reserve_bytes, pool_size)
     try:
         keys = _key_manager(store, keyring, key_cache_seconds, key_cache_size)
         keys.index_key()

@@ -66,13 +66,15 @@ class Vault:
              clock: Callable[[], float] = time.time, max_read: int = 16000, max_ttl_seconds: float = DEFAULT_MAX_TTL,
              key_cache_seconds: float = CACHE_SECONDS, key_cache_size: int = CACHE_SIZE,
              keyring_timeout: float = KEYRING_TIMEOUT, disk_reserve_bytes: int | None = None,
-             owner_max_rows: int | None = None, owner_max_bytes: int | None = None) -> Vault:
-        """Open (or create) a vault; refuses unsafe paths and unacceptable keyrings before writing anything. Disk
-        reserve (None: max(64 MiB, 1%)) and owner quotas (None: none): README, "Disk space and quotas"."""
+             owner_max_rows: int | None = None, owner_max_bytes: int | None = None,
+             pool_size: int | None = None) -> Vault:
+        """Open (or create) a vault at a path (SQLite) or a ``postgresql://`` URL; refuses unsafe paths and
+        unacceptable keyrings before writing anything. Disk reserve (SQLite; None: max(64 MiB, 1%)), owner quotas
+        (None: none), pool size (PostgreSQL; None: 8): README, "Disk space and quotas" and "Several hosts"."""
         quotas = check_settings(clock, max_read, max_ttl_seconds, key_cache_seconds, key_cache_size, keyring_timeout,
                                 disk_reserve_bytes, owner_max_rows, owner_max_bytes)
         store, keys, ledgers = open_parts(path, keyring_backend, key_cache_seconds, key_cache_size, keyring_timeout,
-                                          disk_reserve_bytes)
+                                          disk_reserve_bytes, pool_size)
         return cls(store, keys, ledgers, clock=clock, max_read=max_read, max_ttl_seconds=float(max_ttl_seconds),
                    quotas=quotas)
 

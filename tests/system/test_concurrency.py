@@ -22,7 +22,6 @@ from tests.support.file_keyring import FileKeyring, entry, load
 from tests.support.keyring_entries import owner_username
 from tests.support.repository import calling, child_env
 from vault import NotFound, Principal, Vault
-from vault.storage.sqlite.store import SqliteReads
 
 ALICE, BOB = Principal("alice"), Principal("bob")
 
@@ -156,7 +155,8 @@ def test_a_read_racing_a_delete_and_a_put_sees_one_consistent_row(vault, db_path
     """Another thread deletes alice's row and bob's put reuses its seq between two statements of alice's
     read: the read sees its snapshot (alice's content), never another row's chunks (a false tamper alarm)."""
     rep = vault.put(ALICE, "t", 1, "x", "alice data")
-    original = SqliteReads.read_chunks
+    reads_class = type(vault._store.snapshot())  # the store's snapshot class (SQLite's or PostgreSQL's)
+    original = reads_class.read_chunks
 
     def racing(reads, seq, first, last):
         def other_thread():
@@ -167,9 +167,9 @@ def test_a_read_racing_a_delete_and_a_put_sees_one_consistent_row(vault, db_path
         worker.join()
         return original(reads, seq, first, last)
 
-    monkeypatch.setattr(SqliteReads, "read_chunks", racing)
+    monkeypatch.setattr(reads_class, "read_chunks", racing)
     assert vault.read(ALICE, rep.id).content == "alice data"
-    monkeypatch.setattr(SqliteReads, "read_chunks", original)
+    monkeypatch.setattr(reads_class, "read_chunks", original)
     assert vault.stats()["counters"]["integrity_failures"] == 0
     with pytest.raises(NotFound):
         vault.read(ALICE, rep.id)

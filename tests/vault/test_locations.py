@@ -44,3 +44,15 @@ def test_a_path_with_a_colon_is_still_a_path(tmp_path, monkeypatch):
     with Vault.open("data/not:a-url.db", keyring_backend=MemoryKeyring()) as vault:
         assert vault.stats()["rows"] == 0
     assert (tmp_path / "data" / "not:a-url.db").exists()
+
+
+@pytest.mark.parametrize("size", [0, 1001, "8", 2.0, True])
+def test_a_pool_size_out_of_range_or_not_an_int_is_refused(size, tmp_path):
+    with pytest.raises(InvalidArgument, match="pool_size"):
+        Vault.open("postgresql://alice@/vault?host=/nonexistent", keyring_backend=MemoryKeyring(), pool_size=size)
+
+
+def test_a_pool_size_for_a_sqlite_path_is_refused_not_ignored(tmp_path):
+    with pytest.raises(InvalidArgument, match="PostgreSQL"):
+        Vault.open(tmp_path / "v.db", keyring_backend=MemoryKeyring(), pool_size=4)
+    assert os.listdir(tmp_path) == []

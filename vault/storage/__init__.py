@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from vault.errors import InvalidArgument
+from vault.inputs import check_int
 from vault.storage.base import Finding, ListedRow, Snapshot, Store, StoredRow, WriteTx
 from vault.storage.postgres import DEFAULT_POOL_SIZE, open_postgres
 from vault.storage.sqlite import SqliteStore, default_path, prepare
@@ -48,6 +49,8 @@ def open_store(location: object, disk_reserve_bytes: int | None = None, pool_siz
     system; 0: no reserve). Any other URL is refused: a URL is never taken for a path (``postgresql://...`` once
     made a directory named ``postgresql:``)."""
     scheme = url_scheme(location)
+    if pool_size is not None:
+        check_int(pool_size, "pool_size", 1, 1000)
     if scheme in POSTGRES_SCHEMES:
         if disk_reserve_bytes is not None:
             raise InvalidArgument("disk_reserve_bytes is a setting of the SQLite store; a PostgreSQL server keeps "

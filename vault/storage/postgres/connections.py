@@ -46,8 +46,6 @@ class Pool:
 
     def __init__(self, url: str, size: int) -> None:
         require_driver()
-        if not 1 <= size <= 1000:
-            raise InvalidArgument("pool_size must be between 1 and 1000")
         self._url, self._size = url, size
         self._lock = threading.Lock()
         self._pool: psycopg_pool.ConnectionPool | None = None
