@@ -12,6 +12,7 @@ one pipeline, so a put costs two round trips; a slice read three (BEGIN with the
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import itertools
 from collections.abc import Iterator
@@ -58,9 +59,12 @@ class PgReads:
             return
         connection, self._connection = self._connection, None
         try:
-            if self._begun:
+            if self._begun and error is None:
                 with TRANSLATE:
-                    connection.execute("COMMIT" if error is None else "ROLLBACK")
+                    connection.execute("COMMIT")
+            elif self._begun:  # a failing rollback never hides the error that asked for it
+                with contextlib.suppress(psycopg.Error):
+                    connection.execute("ROLLBACK")
         finally:
             self._store.pool.put(connection)
 

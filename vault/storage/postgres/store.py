@@ -77,10 +77,10 @@ class PostgresStore:
 
     # -- the vault's calls ---------------------------------------------------------------------------------------
     def get_meta(self, name: str) -> bytes | None:
-        """A value from the meta table; inside a write transaction under the meta lock, so two hosts opening one
-        new database make one vault id, not two."""
+        """A value from the meta table; the vault id, inside a write transaction, under the meta lock, so two
+        hosts opening one new database make one vault id, not two."""
         joined = self.open_transaction()
-        if isinstance(joined, PgWriteTx):
+        if name == "vault_id" and isinstance(joined, PgWriteTx):
             joined._run("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, META_LOCK))
         found = self.query("SELECT value FROM meta WHERE name = %s", (name,))
         return blob(found[0][0]) if found else None
