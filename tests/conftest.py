@@ -2,13 +2,16 @@
 attacker's handle on a vault's file (the SQLite store's: tests/attacks/sqlite_attacker.py).
 
 Tests marked ``real_keyring`` use the OS keyring's Secret Service; ``scripts/run test`` starts one and sets
-SCRATCHVAULT_REAL_KEYRING=1, in which case its absence is a failure, never a skip.
+SCRATCHVAULT_REAL_KEYRING=1, in which case its absence is a failure, never a skip. Likewise the PostgreSQL
+fixtures (``pg_location``, ``pg_admin``) use the throwaway cluster it starts (SCRATCHVAULT_TEST_POSTGRES) and fail
+without one when SCRATCHVAULT_POSTGRES_REQUIRED=1; tests using them are marked ``postgres``.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,10 +19,21 @@ import pytest
 
 from keys.testing import MemoryKeyring
 from tests.support.clock import FakeClock
-from tests.support.pg_local import pg_schemas  # noqa: F401  (a fixture)
+from tests.support.postgres import (
+    ADMIN_URL_ENV,
+    TestDatabase,
+    app_schema,
+    connect,
+    create_test_database,
+    drop_test_database,
+    postgres_admin_url,
+    unavailable,
+)
 from vault import Principal, Vault
 
 if TYPE_CHECKING:
+    import psycopg
+
     from tests.attacks.sqlite_attacker import SqliteAttacker
 
 # helpers whose asserts are the tests' own: rewritten like a test module's, for the same failure messages
@@ -104,3 +118,68 @@ def real_keyring():
             pytest.fail(f"SCRATCHVAULT_REAL_KEYRING=1 but the Secret Service is unusable: {error!r}")
         pytest.skip(f"no Secret Service here ({error!r}); run through 'bash scripts/run test'")
     return backend
+
+
+POSTGRES_FIXTURES = frozenset({"pg_test_database", "pg_schema", "pg_location", "pg_new_location", "pg_admin",
+                               "pg_schemas"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses the PostgreSQL server ``postgres`` (``-m "not postgres"`` runs without one)."""
+    for item in items:
+        if POSTGRES_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.fixture(scope="session")
+def pg_test_database() -> Iterator[TestDatabase]:
+    """The session's test database and least-privilege role on the test server; skip (fail when required)
+    without one."""
+    url = postgres_admin_url()
+    if url is None:
+        unavailable(f"{ADMIN_URL_ENV} is not set")
+    database = create_test_database(url)
+    yield database
+    drop_test_database(database)
+
+
+@pytest.fixture
+def pg_schema(pg_test_database: TestDatabase) -> Iterator[str]:
+    """A fresh schema owned by the app role, dropped after the test."""
+    with app_schema(pg_test_database) as schema:
+        yield schema
+
+
+@pytest.fixture
+def pg_location(pg_test_database: TestDatabase, pg_schema: str) -> str:
+    """A libpq URL logging in as the app role over the socket, its search_path the test's own schema."""
+    return pg_test_database.url(schema=pg_schema)
+
+
+@pytest.fixture
+def pg_new_location(pg_test_database: TestDatabase) -> Iterator[Callable[[], str]]:
+    """Makes further locations like ``pg_location``, each in a schema of its own, all dropped after the test."""
+    with ExitStack() as schemas:
+        yield lambda: pg_test_database.url(schema=schemas.enter_context(app_schema(pg_test_database)))
+
+
+@pytest.fixture
+def pg_schemas(pg_test_database: TestDatabase) -> Iterator[Callable[..., str]]:
+    """``pg_schemas(name)``: a location like ``pg_location`` in a schema of its own, the same one for the same
+    name (a store opened again), all dropped after the test."""
+    made: dict[str, str] = {}
+    with ExitStack() as schemas:
+        def location(name: str = "store") -> str:
+            if name not in made:
+                made[name] = pg_test_database.url(schema=schemas.enter_context(app_schema(pg_test_database)))
+            return made[name]
+
+        yield location
+
+
+@pytest.fixture
+def pg_admin(pg_test_database: TestDatabase, pg_schema: str) -> Iterator[psycopg.Connection]:
+    """The superuser (autocommit) in the test database, ``pg_location``'s schema first on its search_path: the
+    attacker with the server's keys, and the canary scans."""
+    with connect(pg_test_database.url(superuser=True, schema=pg_schema)) as connection:
+        yield connection
