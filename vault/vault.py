@@ -32,7 +32,7 @@ from vault.inputs import (
     expiry,
     parse_row_id,
 )
-from vault.lifecycle import REWRAP_BATCH, KeyLifecycle
+from vault.lifecycle import REWRAP_BATCH, KeyLifecycle, KeyMaintenance
 from vault.model import Principal, ReadResult, Record, Representation, check_principal, representation
 from vault.opening import DEFAULT_KEY_CACHE_SECONDS as CACHE_SECONDS
 from vault.opening import DEFAULT_KEY_CACHE_SIZE as CACHE_SIZE
@@ -48,7 +48,7 @@ log = logging.getLogger("scratchvault")
 _LISTING_ORDER = operator.attrgetter("step_num", "created_at")  # in C: a listing sorts up to thousands
 
 
-class Vault:
+class Vault(KeyMaintenance):
     """An encrypted, ownership-checked store of observations (SQLite file by default), keys in the OS keyring."""
 
     def __init__(self, store: Store, keys: KeyManager, ledgers: DeletionLedgers, *, clock: Callable[[], float],
