@@ -9,11 +9,13 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
+from types import ModuleType
 
 from vault.errors import InvalidArgument
 from vault.inputs import check_int
 from vault.storage.base import Finding, ListedRow, Snapshot, Store, StoredRow, WriteTx
 from vault.storage.postgres import DEFAULT_POOL_SIZE, open_postgres
+from vault.storage.postgres.connections import require_driver
 from vault.storage.sqlite import SqliteStore, default_path, prepare
 from vault.storage.sqlite import backup as backup_sqlite
 from vault.storage.sqlite import describe as describe_sqlite
@@ -32,6 +34,7 @@ __all__ = [
     "backup",
     "default_location",
     "describe",
+    "display_location",
     "open_store",
     "vault_id_at",
 ]
@@ -72,16 +75,57 @@ def url_scheme(location: object) -> str | None:
     return match.group(1).lower() if match else None
 
 
-def describe(location: Path, now: float | None = None) -> list[Finding]:
-    """What doctor reports of the database at ``location``, without keys and without changing it."""
-    return describe_sqlite(location, time.time() if now is None else now)
+def describe(location: str | Path, now: float | None = None) -> list[Finding]:
+    """What doctor reports of the database at ``location`` (a path or a postgresql:// URL), without keys and
+    without changing it."""
+    now = time.time() if now is None else now
+    if _postgres(location):
+        return _postgres_describe().describe(str(location), now)
+    return describe_sqlite(Path(location), now)
 
 
-def vault_id_at(location: Path) -> bytes | None:
+def vault_id_at(location: str | Path) -> bytes | None:
     """The vault id stored at ``location``, or None when no vault is there."""
-    return sqlite_vault_id(location)
+    if _postgres(location):
+        return _postgres_describe().vault_id_at(str(location))
+    return sqlite_vault_id(Path(location))
 
 
-def backup(location: Path, target: Path) -> None:
-    """A consistent copy of the database at ``location`` made at ``target``, as a backup job would make one."""
-    backup_sqlite(location, target)
+def backup(location: str | Path, target: str | Path) -> None:
+    """A consistent copy of the database at ``location`` made at ``target``, as a backup job would make one: a
+    new file for a SQLite file, a schema without vault tables (a postgresql:// URL) for PostgreSQL."""
+    if _postgres(location) != _postgres(target):
+        raise InvalidArgument("a backup goes from a SQLite file to a new file, or from PostgreSQL to a "
+                              "postgresql:// URL naming a schema without vault tables")
+    if _postgres(location):
+        require_driver()
+        from vault.storage.postgres.copies import backup as backup_postgres
+
+        backup_postgres(str(location), str(target))
+        return
+    backup_sqlite(Path(location), Path(target))
+
+
+def display_location(location: str | Path) -> str:
+    """How a location may be shown: a path as it is, a PostgreSQL URL without its password (nor anything but
+    the role, host, port and database)."""
+    if _postgres(location):
+        return _postgres_describe().display(str(location))
+    return str(location)
+
+
+def _postgres(location: object) -> bool:
+    """Whether ``location`` names PostgreSQL; any other URL is InvalidArgument (never taken for a path)."""
+    scheme = url_scheme(location)
+    if scheme is not None and scheme not in POSTGRES_SCHEMES:
+        raise InvalidArgument(f"a location with the URL scheme {scheme!r} is not a store this vault can open; give "
+                              "a postgresql:// URL or a path to a SQLite file")
+    return scheme is not None
+
+
+def _postgres_describe() -> ModuleType:
+    """vault/storage/postgres/describe.py, imported when first needed (it needs the optional driver)."""
+    require_driver()
+    from vault.storage.postgres import describe
+
+    return describe
