@@ -30,6 +30,7 @@ from vault.ops import commands
 EXIT_CODES = ((NotFound, 1), (InvalidArgument, 2), (KeyUnavailable, 3), (IntegrityError, 4), (VaultError, 5))
 EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 2, 70, 130, 141
 AUDIT_LOG_ENV = "SCRATCHVAULT_AUDIT_LOG"
+QUIET_LOGGERS = ("scratchvault", "psycopg")  # psycopg's pool logs connection failures (never a password, but noise)
 DESCRIPTION = """Operate a scratchvault database: store, read, list, delete, collect expired rows, manage keys.
 
 exit codes: 0 ok, 1 not found (or another user's id), 2 usage or invalid argument, 3 key unavailable,
@@ -47,7 +48,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The command line: every subcommand takes --db, --json and --audit-log."""
     common = _Parser(add_help=False)
-    common.add_argument("--db", default=None, help="database path (default: the platform data path)")
+    common.add_argument("--db", default=None, help="database path, or a postgresql:// URL (default: the platform "
+                        "data path)")
     common.add_argument("--json", action="store_true", help="machine-readable output (and error line)")
     common.add_argument("--audit-log", default=os.environ.get(AUDIT_LOG_ENV), metavar="PATH",
                         help=f"append audit records as JSON lines ('-': stderr; default ${AUDIT_LOG_ENV})")
@@ -101,6 +103,8 @@ def _row_commands(command: Callable[..., argparse.ArgumentParser], who: argparse
     command("delete", commands.delete, "delete one of a user's rows", who).add_argument("id")
     command("gc", commands.gc, "remove expired rows (run it from a timer)")
     command("stats", commands.stats, "rows, bytes, key versions, expired rows, counters")
+    command("maintain", commands.maintain, "gc, then rotate, rewrap and retire every user's key: deleted and "
+            "expired rows become unreadable in every copy of the database (run it from a timer)")
 
 
 def _key_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
@@ -118,8 +122,9 @@ def _key_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse arguments, run one subcommand, and turn any failure into one line on stderr and an exit code."""
     args = build_parser().parse_args(argv)
-    quiet = logging.NullHandler()  # the library's own warnings: the error line already says what happened
-    logging.getLogger("scratchvault").addHandler(quiet)
+    quiet = logging.NullHandler()  # the library's and the driver's warnings: the error line says what happened
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).addHandler(quiet)
     audit = None
     try:
         audit = _audit_handler(args.audit_log)
@@ -135,7 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:  # a bug: its message or traceback could hold content, so neither is shown
         return _fail(args, "InternalError", f"unexpected {type(error).__name__}; please report it", EXIT_INTERNAL)
     finally:
-        logging.getLogger("scratchvault").removeHandler(quiet)
+        for name in QUIET_LOGGERS:
+            logging.getLogger(name).removeHandler(quiet)
         if audit is not None:
             _remove_audit_handler(audit)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from vault import storage
-from vault.errors import InvalidArgument, StorageError
+from vault.errors import IntegrityError, InvalidArgument, KeyUnavailable, StorageError, UnsafeStorage, VaultError
 from vault.model import Principal
 from vault.vault import Vault
 
@@ -45,15 +45,24 @@ class Progress:
             print(file=sys.stderr, flush=True)
 
 
+def location(args: argparse.Namespace) -> str | Path:
+    """``--db``: a postgresql:// URL as given (never made a Path: that would fold its ``//``), else a path
+    (default: the platform data path)."""
+    if args.db is None:
+        return storage.default_location()
+    return args.db if storage.url_scheme(args.db) is not None else Path(args.db)
+
+
 def open_vault(args: argparse.Namespace, *, create: bool = False, **settings: Any) -> Vault:
-    """The vault at ``--db`` (default: the platform data path). Only ``put`` creates a database, so a
-    mistyped path is an error rather than a new, empty vault with a new key in the keyring."""
-    path = Path(args.db) if args.db is not None else storage.default_location()
-    if not create and not path.exists():
-        raise StorageError(f"no database at {path} (the first put creates it)")
-    if not create and storage.vault_id_at(path) is None:  # e.g. left by a put that failed
-        raise StorageError(f"no database with a vault at {path} (the first put creates it)")
-    return Vault.open(path, **settings)
+    """The vault at ``--db`` (a path, or a postgresql:// URL). Only ``put`` creates a vault, so a mistyped path
+    or URL is an error rather than a new, empty vault with a new key in the keyring."""
+    where = location(args)
+    shown = storage.display_location(where)  # a URL without its password
+    if not create and isinstance(where, Path) and not where.exists():
+        raise StorageError(f"no database at {shown} (the first put creates it)")
+    if not create and storage.vault_id_at(where) is None:  # e.g. left by a put that failed
+        raise StorageError(f"no database with a vault at {shown} (the first put creates it)")
+    return Vault.open(where, **settings)
 
 
 def emit(args: argparse.Namespace, data: Any, text: str) -> None:
@@ -131,7 +140,9 @@ def stats(args: argparse.Namespace) -> int:
     lines = [f"rows            {facts['rows']:,} ({facts['bytes']:,} bytes)",
              f"expired rows    {facts['expired_rows']:,} (awaiting gc)",
              f"disk            {disk['free_bytes']:,} bytes free, reserve {disk['reserve_bytes']:,} "
-             f"(ballast {disk['ballast_bytes']:,})"]
+             f"(ballast {disk['ballast_bytes']:,})" if disk["free_bytes"] is not None else
+             "disk            not visible from here (the PostgreSQL server keeps its own; doctor shows the "
+             "database's size)"]
     lines += [f"key version {version:<3} {counts['rows']:,} rows ({counts['bytes']:,} bytes)"
               for version, counts in facts["by_key_version"].items()]
     lines += [f"counters        {', '.join(f'{name} {count}' for name, count in facts['counters'].items())}",
@@ -174,6 +185,27 @@ def shred(args: argparse.Namespace) -> int:
     return 0
 
 
+def maintain(args: argparse.Namespace) -> int:
+    """gc, then rotate, rewrap and retire every owner's key (run it from a timer: README, "Scheduled key
+    maintenance"); an owner whose step failed is listed by audit tag and makes the exit code that error's."""
+    with open_vault(args) as vault, Progress("maintain") as progress:
+        done = vault.maintain_keys(progress=progress.callback)
+    facts = done.to_dict()
+    lines = [f"maintain: gc removed {done.expired_removed:,} expired row(s); keys of {done.maintained:,} of "
+             f"{done.owners:,} owner(s) rotated, {done.rewrapped:,} row(s) re-wrapped, {done.retired:,} key "
+             "version(s) retired"]
+    lines += [f"failed: user {failure['user']}: {failure['error']}: {failure['message']}"
+              for failure in facts["failed"]]
+    emit(args, facts, "\n".join(lines))
+    if done.failed:
+        first = done.failed[0][1]
+        kind = next((kind for kind in (InvalidArgument, KeyUnavailable, IntegrityError, UnsafeStorage)
+                     if isinstance(first, kind)), VaultError)
+        raise kind(f"key maintenance failed for {len(done.failed)} of {done.owners} owner(s) (listed on "
+                          f"stdout by audit tag); the others were done. Fix the cause and run it again. First: {first}")
+    return 0
+
+
 def audit_tag(args: argparse.Namespace) -> int:
     """The tags an identifier carries in this vault's audit records, to find one user's records."""
     if all(value is None for value in (args.user, args.actor, args.channel, args.turn)):
@@ -188,7 +220,7 @@ def doctor(args: argparse.Namespace) -> int:
     """Is the keyring acceptable and the database private? Exit 1 if not (changes nothing)."""
     from vault.ops.doctor import diagnose
 
-    lines, safe = diagnose(args.db)
+    lines, safe = diagnose(location(args))
     emit(args, {"safe": safe, "report": lines}, "\n".join(lines))
     return 0 if safe else 1
 
@@ -198,7 +230,7 @@ def demo(args: argparse.Namespace) -> int:
     from vault.ops import demo as demo_module
 
     out = io.StringIO() if args.json else sys.stdout
-    code = demo_module.run(args.db, out)
+    code = demo_module.run(None if args.db is None else location(args), out)
     if isinstance(out, io.StringIO):
         print(json.dumps({"exit_code": code, "transcript": out.getvalue().splitlines()}, ensure_ascii=False))
     return code

@@ -6,9 +6,11 @@ Service), in a fresh private database unless ``--db`` is given.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -22,15 +24,16 @@ LISTING = {"results": [{"path": f"/srv/data/file{i:05}.csv", "size": i * 37} for
            "truncated": False, "message": "listing complete"}
 
 
-def run(db: Path | None, out: TextIO) -> int:
-    """Run the demo, printing to ``out``; returns the process exit code."""
+def run(db: str | Path | None, out: TextIO) -> int:
+    """Run the demo, printing to ``out``; returns the process exit code. ``db``: a path or a postgresql:// URL
+    (its search_path names the schema the demo writes to; the backup copy goes to a schema made and dropped)."""
     with tempfile.TemporaryDirectory(prefix="scratchvault-demo-") as scratch:
         path = db or Path(scratch) / "scratchpad.db"
         with Vault.open(path) as vault:
             return _story(vault, path, out)
 
 
-def _story(vault: Vault, path: Path, out: TextIO) -> int:
+def _story(vault: Vault, path: str | Path, out: TextIO) -> int:
     story = _Story(vault, path, out)
     ok = story.reads() and story.refused() and story.expiry() and story.shredding() and story.on_disk()
     return 0 if ok else 1
@@ -39,7 +42,7 @@ def _story(vault: Vault, path: Path, out: TextIO) -> int:
 class _Story:
     """The demo's sections, in order; each says what it shows and returns whether the vault behaved."""
 
-    def __init__(self, vault: Vault, path: Path, out: TextIO) -> None:
+    def __init__(self, vault: Vault, path: str | Path, out: TextIO) -> None:
         self.vault, self.path, self.out = vault, path, out
         self.alice = Principal("alice", actor="planner", channel="web")
         self.bob = Principal("bob", actor="planner", channel="cli")
@@ -49,7 +52,7 @@ class _Story:
 
     def reads(self) -> bool:
         vault, alice, bob, say = self.vault, self.alice, self.bob, self.say
-        say(f"vault at {self.path} (keyring backend: {vault.stats()['keyring_backend']})")
+        say(f"vault at {storage.display_location(self.path)} (keyring backend: {vault.stats()['keyring_backend']})")
         self.page = vault.put(alice, "turn-a1", 1, "web.fetch", WEB_PAGE)
         listing = vault.put(alice, "turn-a1", 2, "fs.list", LISTING)
         self.blob = vault.put(bob, "turn-b1", 1, "pdf.download", bytes(range(256)) * 4096)
@@ -97,11 +100,29 @@ class _Story:
     def shredding(self) -> bool:
         vault, say = self.vault, self.say
         say("\n== crypto-shredding a user ==")
-        copy = self.path.parent / "backup-before-shred.db"
-        copy.unlink(missing_ok=True)  # left by an earlier demo on the same --db
-        storage.backup(self.path, copy)
-        say(f"bob's rows before: {len(vault.list_for_turn(self.bob, 'turn-b1'))}; a backup copy was taken")
-        say(f"shred_owner('bob') deleted his keyset from the keyring and {vault.shred_owner('bob')} row(s)")
+        with self._backup() as copy:
+            say(f"bob's rows before: {len(vault.list_for_turn(self.bob, 'turn-b1'))}; a backup copy was taken")
+            say(f"shred_owner('bob') deleted his keyset from the keyring and {vault.shred_owner('bob')} row(s)")
+            return self._backup_after_shred(copy)
+
+    @contextlib.contextmanager
+    def _backup(self) -> Iterator[str | Path]:
+        """A backup copy of the vault: a file beside a SQLite file; a new schema (dropped afterwards) beside a
+        PostgreSQL one."""
+        if isinstance(self.path, Path):
+            copy = self.path.parent / "backup-before-shred.db"
+            copy.unlink(missing_ok=True)  # left by an earlier demo on the same --db
+            storage.backup(self.path, copy)
+            yield copy
+            return
+        from vault.storage.postgres.copies import side_schema
+
+        with side_schema(self.path) as schema:
+            storage.backup(self.path, schema)
+            yield schema
+
+    def _backup_after_shred(self, copy: str | Path) -> bool:
+        say = self.say
         with Vault.open(copy) as old:
             try:
                 old.get(self.bob, self.blob.id)
@@ -116,9 +137,14 @@ class _Story:
 
     def on_disk(self) -> bool:
         self.say("\n== on disk ==")
-        raw = b"".join(p.read_bytes() for p in self.path.parent.glob("*.db*"))
+        if isinstance(self.path, Path):
+            raw, where = b"".join(p.read_bytes() for p in self.path.parent.glob("*.db*")), "the database files"
+        else:
+            from vault.storage.postgres.copies import stored_bytes
+
+            raw, where = stored_bytes(self.path), "what the server stores in the vault's tables"
         leaked = [c for c in ("Paragraph 17", "alice", "turn-a1", "web.fetch", "/srv/data") if c.encode() in raw]
-        self.say(f"plaintext canaries found in the database files: {leaked or 'none'}")
+        self.say(f"plaintext canaries found in {where}: {leaked or 'none'}")
         return not leaked
 
 

@@ -1,5 +1,6 @@
 """``scratchvault doctor``: is this installation safe to use? Checks the keyring backend, then reports what the
-store finds of the database (permissions, schema version, counts, integrity). Needs no keys; changes nothing."""
+store finds of the database (SQLite: permissions, free space; PostgreSQL: the connection, the role, durability
+and copies of the WAL; both: schema version, counts, integrity). Needs no keys; changes nothing."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from vault import storage
 from vault.errors import VaultError
 
 
-def diagnose(path: Path | None) -> tuple[list[str], bool]:
-    """Report lines and whether everything is safe."""
+def diagnose(location: str | Path | None) -> tuple[list[str], bool]:
+    """Report lines and whether everything is safe, for a path or a postgresql:// URL (None: the default)."""
     lines: list[str] = []
     safe = True
     try:
@@ -21,6 +22,11 @@ def diagnose(path: Path | None) -> tuple[list[str], bool]:
     except VaultError as error:
         safe = False
         lines.append(f"FAIL  keyring backend: {error}")
-    findings = storage.describe(Path(path) if path is not None else storage.default_location())
+    where = storage.default_location() if location is None else location
+    postgres = storage.url_scheme(where) is not None
+    findings = storage.describe(where if postgres else Path(where))
+    if postgres:
+        lines.append("      several hosts: every host must reach this same secret service through this backend "
+                     "(a host with its own keyring cannot open the others' rows; README, \"Several hosts\")")
     lines += [f"{finding.status:<6}{finding.text}" for finding in findings]
     return lines, safe and all(finding.status != "FAIL" for finding in findings)
