@@ -27,6 +27,6 @@ def diagnose(location: str | Path | None) -> tuple[list[str], bool]:
     findings = storage.describe(where if postgres else Path(where))
     if postgres:
         lines.append("      several hosts: every host must reach this same secret service through this backend "
-                     "(a host with its own keyring cannot open the others' rows; README, \"Several hosts\")")
+                     "(a host with its own keyring cannot open the others' rows; README, \"Over PostgreSQL\")")
     lines += [f"{finding.status:<6}{finding.text}" for finding in findings]
     return lines, safe and all(finding.status != "FAIL" for finding in findings)

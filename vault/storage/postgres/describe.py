@@ -17,6 +17,7 @@ from vault.storage.postgres.connections import CONNECT_TIMEOUT, TRANSLATE
 from vault.storage.postgres.schema import OUR_TABLES, SCHEMA_VERSION, TABLES, check_foreign_objects
 from vault.storage.sqlite.schema import blob
 
+# in the order _role selects them
 ROLE_ATTRIBUTES = {"rolsuper": "SUPERUSER", "rolcreaterole": "CREATEROLE", "rolcreatedb": "CREATEDB",
                    "rolbypassrls": "BYPASSRLS", "rolreplication": "REPLICATION"}
 # predefined roles that reach past the vault's tables: server files, programs, every table, the WAL's contents
@@ -96,15 +97,15 @@ def _transport(connection: psycopg.Connection) -> list[Finding]:
 
 def _role(connection: psycopg.Connection) -> list[Finding]:
     """The role is no superuser and holds only what the vault needs; says what it holds."""
-    name, *flags = _one(connection, f"SELECT rolname, {', '.join(ROLE_ATTRIBUTES)} FROM pg_roles "  # noqa: S608
-                                    "WHERE rolname = current_user")
+    name, *flags = _one(connection, "SELECT rolname, rolsuper, rolcreaterole, rolcreatedb, rolbypassrls, "
+                                    "rolreplication FROM pg_roles WHERE rolname = current_user")
     held = [ROLE_ATTRIBUTES[attribute] for attribute, on in zip(ROLE_ATTRIBUTES, flags, strict=True) if on]
     broad = [] if flags[0] else [role for role in BROAD_ROLES  # a superuser is a member of every role
                                  if _one(connection, "SELECT pg_has_role(current_user, %s, 'MEMBER')", (role,))[0]]
     if held or broad:
         return [Finding("FAIL", f"role {name}: holds {', '.join(held + broad)}; the vault needs none of it (it can "
                                 "read or keep what a delete removes, or change the vault's tables): use a role "
-                                "with only the vault's table privileges (README, \"Several hosts\")")]
+                                "with only the vault's table privileges (README, \"Over PostgreSQL\")")]
     return [Finding("ok", f"role {name}: not a superuser; no CREATEROLE, CREATEDB, BYPASSRLS, REPLICATION, "
                           f"no member of {', '.join(BROAD_ROLES)}"), *_table_privileges(connection, name)]
 
@@ -119,24 +120,34 @@ def _table_privileges(connection: psycopg.Connection, role: str) -> list[Finding
         "SELECT c.relname, pg_get_userbyid(c.relowner) = current_user, "
         "array(SELECT p FROM unnest(%s::text[]) AS p WHERE has_table_privilege(c.oid, p)) "
         "FROM pg_class c WHERE c.oid = ANY(%s) ORDER BY c.relname", (list(NEEDED + EXTRA), tables)).fetchall()
-    owned = [table for table, owner, _ in rows if owner]
-    missing = sorted({f"{p} on {table}" for table, _, have in rows for p in NEEDED if p not in have})
-    extra = sorted({p for table, owner, have in rows if not owner for p in have if p in EXTRA})
-    sequence = _one(connection, "SELECT has_sequence_privilege(to_regclass('row_seq'), 'USAGE')")[0]
-    create = _one(connection, "SELECT has_schema_privilege(current_schema(), 'CREATE')")[0]
-    held = [p for p in NEEDED + EXTRA if all(p in have for _, _, have in rows)] + (
+    owned = any(owner for _, owner, _ in rows)
+    missing = sorted({f"{p} on {table}" for table, _, have in rows for p in _needed(table) if p not in have})
+    extra = sorted({p for _, owner, have in rows if not owner for p in have if p in EXTRA})
+    sequence, create, owns_schema = _one(
+        connection, "SELECT has_sequence_privilege(to_regclass('row_seq'), 'USAGE'), has_schema_privilege("
+                    "current_schema(), 'CREATE'), pg_get_userbyid(nspowner) = current_user FROM pg_namespace "
+                    "WHERE nspname = current_schema()")
+    data = [have for table, _, have in rows if table != "scratchvault_schema"]
+    held = [p for p in NEEDED + EXTRA if all(p in have for have in data)] + (
         ["USAGE on row_seq"] if sequence else []) + (["CREATE on the schema"] if create else [])
     found = [Finding("", f"role {role} holds on the vault's tables: {', '.join(held) or 'nothing'}"
                          + (" (it owns them)" if owned else ""))]
     if missing or not sequence:
         found.append(Finding("FAIL", f"role {role} lacks what the vault needs: "
                                      f"{', '.join(missing + ([] if sequence else ['USAGE on row_seq']))}"))
-    if owned or extra:
-        found.append(Finding("WARN", f"role {role} holds more than the vault needs: "
-                                     + ("it owns the vault's tables (it could alter them or add triggers); "
-                                        if owned else "") + (f"{', '.join(extra)}; " if extra else "")
-                                     + "let another role own them and grant this one SELECT, INSERT, UPDATE, DELETE"))
+    more = (["it owns the vault's tables (it could alter them or add triggers)"] if owned else []) + (
+        ["it owns the schema (it could drop the tables)"] if owns_schema else []) + extra
+    if more:
+        found.append(Finding("WARN", f"role {role} holds more than the vault needs: {'; '.join(more)}; let another "
+                                     "role own the schema and tables and grant this one USAGE on the schema and "
+                                     "row_seq, and SELECT, INSERT, UPDATE, DELETE on the tables (README, \"Over "
+                                     "PostgreSQL\")"))
     return found
+
+
+def _needed(table: str) -> tuple[str, ...]:
+    """What the vault does to a table: only reads the schema version (migrations are the tables' owner's)."""
+    return ("SELECT",) if table == "scratchvault_schema" else NEEDED
 
 
 def _settings(connection: psycopg.Connection) -> list[Finding]:
@@ -154,7 +165,8 @@ def _settings(connection: psycopg.Connection) -> list[Finding]:
     if copies:
         found.append(Finding("WARN", f"copies of the WAL leave this server ({', '.join(copies)}): deleted and "
                                      "expired rows live on there until the key version that wrapped them is "
-                                     "retired; run 'scratchvault maintain' from a timer (README)"))
+                                     "retired; run 'scratchvault maintain' from a timer (README, \"Scheduled "
+                                     "key maintenance\")"))
     else:
         found.append(Finding("ok", "archive_mode off, no replicas or replication slots (deleted rows still stay "
                                    "in the WAL and table files until their key version is retired)"))
