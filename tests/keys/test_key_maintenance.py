@@ -20,25 +20,25 @@ from vault.storage.postgres.schema import TABLES
 ALICE, BOB = Principal("alice"), Principal("bob")
 
 
-def superuser_copy(live: str, target: str) -> None:
-    """The vault's tables at ``live`` copied into the schema ``target`` names, by the server's superuser."""
-    with psycopg.connect(live, autocommit=True) as source, psycopg.connect(target, autocommit=True) as copy:
-        (schema,) = source.execute("SELECT current_schema()").fetchone()
-        (into,) = copy.execute("SELECT current_schema()").fetchone()
-        for table in TABLES:
-            copy.execute(f"CREATE TABLE {into}.{table} (LIKE {schema}.{table} INCLUDING ALL)")
-            copy.execute(f"INSERT INTO {into}.{table} SELECT * FROM {schema}.{table}")
+def schema_of(url: str) -> str:
+    with psycopg.connect(url, autocommit=True) as connection:
+        return connection.execute("SELECT current_schema()").fetchone()[0]
 
 
 def copy_of(live: str | Path, request: pytest.FixtureRequest) -> str | Path:
-    """A copy of the database at ``live``: SQLite's backup of the file, or the superuser's copy of the tables."""
+    """A copy of the database at ``live``: SQLite's backup of the file; on PostgreSQL the superuser's copy of the
+    tables into another schema (a location as the superuser: the copy's tables are the superuser's)."""
     if isinstance(live, Path):
         target = live.with_name(f"copy-{secrets.token_hex(4)}.db")
         storage.backup(live, target)
         return target
-    target = request.getfixturevalue("pg_schemas")(f"copy-{secrets.token_hex(4)}")
-    superuser_copy(live, target)
-    return target
+    database = request.getfixturevalue("pg_test_database")
+    source, into = schema_of(live), schema_of(request.getfixturevalue("pg_schemas")(f"copy-{secrets.token_hex(4)}"))
+    with psycopg.connect(database.url(superuser=True), autocommit=True) as admin:
+        for table in TABLES:
+            admin.execute(f"CREATE TABLE {into}.{table} (LIKE {source}.{table} INCLUDING ALL)")
+            admin.execute(f"INSERT INTO {into}.{table} SELECT * FROM {source}.{table}")
+    return database.url(superuser=True, schema=into)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
