@@ -14,7 +14,7 @@ import pytest
 from keys.testing import MemoryKeyring
 from tests.keys.test_key_lifecycle_races import RefusingDeletes
 from tests.support.keyring_entries import owner_key_entries
-from vault import KeyUnavailable, NotFound, Principal, Vault, storage
+from vault import InvalidArgument, KeyUnavailable, NotFound, Principal, Vault, storage
 from vault.storage.postgres.schema import TABLES
 
 ALICE, BOB = Principal("alice"), Principal("bob")
@@ -75,6 +75,8 @@ def test_after_maintain_a_copy_from_before_a_delete_or_expiry_no_longer_opens_th
         assert (done.owners, done.expired_removed, done.maintained, done.rewrapped, done.retired, done.failed) == (
             2, 1, 2, 2, 2, ())
         assert not opens(copy, ring, ALICE, deleted, clock) and not opens(copy, ring, BOB, expiring, early)
+        with Vault.open(live, keyring_backend=ring, clock=early) as past, pytest.raises(NotFound):
+            past.get(BOB, expiring)  # collected before the rewrap, never wrapped under the new key (copies made later)
         assert {user[-2:] for _, user in owner_key_entries(ring.secrets)} == {".2"}  # version 1 left the keyring
         assert (vault.get(ALICE, kept).content, vault.get(BOB, bobs).content) == ("kept", "bob's, kept")
         assert vault.stats()["by_key_version"] == {2: {"rows": 2, "bytes": len("kept") + len("bob's, kept")}}
@@ -132,3 +134,10 @@ def test_an_owner_whose_row_is_damaged_is_reported_and_the_others_are_maintained
         (tag, error), = done.failed
         assert tag == vault.audit_tags(user_id="alice")["user"] and damaged in str(error)
         assert vault.get(BOB, bobs).key_version == 2
+
+
+def test_a_bad_progress_callback_is_refused_before_anything_changes(vault):
+    row = vault.put(ALICE, "t", 1, "x", "kept").id
+    with pytest.raises(InvalidArgument):
+        vault.maintain_keys(progress="not callable")
+    assert vault.get(ALICE, row).key_version == 1 and vault.stats()["by_key_version"] == {1: {"rows": 1, "bytes": 4}}
