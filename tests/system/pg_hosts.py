@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +162,16 @@ def server_control() -> tuple[Path, Path]:
     return Path(data), Path(pg_ctl)
 
 
+@contextlib.contextmanager
+def server_killed(data: Path, pg_ctl: Path, log: Path) -> Iterator[None]:
+    """The server SIGKILLed on entry and started again on exit, also when the block fails (the suite goes on)."""
+    postmaster = kill_server(data)
+    try:
+        yield
+    finally:
+        start_server(data, pg_ctl, postmaster, log)
+
+
 def kill_server(data: Path) -> int:
     """SIGKILL the postmaster and every process it started, at once (a crash: no shutdown checkpoint); returns its
     pid once none of them runs (a process left unreaped counts as gone)."""
@@ -185,11 +196,13 @@ def start_server(data: Path, pg_ctl: Path, dead_postmaster: int, log: Path) -> N
                "-o", shlex.join(options)]
     deadline = time.monotonic() + 90
     with log.open("ab") as output:
-        while subprocess.run(command, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
-                             check=False).returncode != 0:
-            assert time.monotonic() < deadline, f"the server did not start again: {log.read_text()[-2000:]}"
+        while True:
             if _status(dead_postmaster).get("State", "").startswith("Z"):
                 _remove_lock_files(data, dead_postmaster)
+            started = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=output, stderr=output, check=False)
+            if started.returncode == 0:
+                break
+            assert time.monotonic() < deadline, f"the server did not start again: {log.read_text()[-2000:]}"
             time.sleep(0.5)
     _wait(_accepts_connections, "the restarted server to accept connections")
 
@@ -203,9 +216,12 @@ def _accepts_connections() -> bool:
 
 
 def _remove_lock_files(data: Path, pid: int) -> None:
-    """The data directory's and the socket's lock files, if they still name ``pid``."""
-    lines = (data / "postmaster.pid").read_text().splitlines()
-    port, sockets = lines[3], lines[4]
+    """The data directory's and the sockets' lock files, if they still name ``pid``."""
+    try:
+        lines = (data / "postmaster.pid").read_text().splitlines()
+    except FileNotFoundError:
+        return
+    port, sockets = [*lines, "", ""][3:5]
     for lock in (data / "postmaster.pid", *(Path(d) / f".s.PGSQL.{port}.lock" for d in sockets.split(",") if d)):
         with contextlib.suppress(FileNotFoundError, IndexError):
             if lock.read_text().split()[0] == str(pid):
