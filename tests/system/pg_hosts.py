@@ -51,8 +51,13 @@ class Host:
         self._stderr = (root / name / "stderr").open("w+")
         self._process = subprocess.Popen([sys.executable, "-c", HOST, url], cwd=self.workdir, env=env, text=True,
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr)
-        self._replies: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [self._replies.put(line) for line in self._process.stdout], daemon=True).start()
+        self._replies: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read_replies, daemon=True).start()
+
+    def _read_replies(self) -> None:
+        for line in self._process.stdout:
+            self._replies.put(line)
+        self._replies.put(None)  # the host exited: a reply still awaited never comes
 
     def send(self, op: str, vault: str = "main", **arguments: Any) -> None:
         """Start a call without waiting for its reply (two hosts racing: send to both, then ``reply``)."""
@@ -62,9 +67,12 @@ class Host:
     def reply(self) -> Any:
         """The value of the oldest call not yet answered; HostError when it raised a VaultError."""
         try:
-            answer = json.loads(self._replies.get(timeout=REPLY_SECONDS))
+            line = self._replies.get(timeout=REPLY_SECONDS)
         except queue.Empty:
-            raise AssertionError(f"host {self.name} did not answer: {self.stderr_tail()}") from None
+            line = None
+        if line is None:
+            raise AssertionError(f"host {self.name} did not answer: {self.stderr_tail()}")
+        answer = json.loads(line)
         if "error" in answer:
             raise HostError(answer["error"])
         return answer["ok"]
@@ -77,10 +85,14 @@ class Host:
         self._stderr.seek(0)
         return self._stderr.read()[-3000:]
 
-    def close(self) -> None:
-        """Close its vaults and wait for it to exit."""
+    def finish(self) -> None:
+        """Tell it to close its vaults and exit (``close`` waits for that; finish every host first)."""
         with contextlib.suppress(OSError):
             self._process.stdin.close()
+
+    def close(self) -> None:
+        """Close its vaults and wait for it to exit."""
+        self.finish()
         try:
             self._process.wait(timeout=30)
         finally:

@@ -35,6 +35,8 @@ def hosts(url, real_keyring, tmp_path):
         b("open")
         yield a, b
     finally:
+        a.finish()
+        b.finish()
         a.close()
         b.close()
     for host in (a, b):
