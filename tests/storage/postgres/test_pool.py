@@ -70,3 +70,20 @@ def test_after_close_every_call_is_a_storage_error(pg_schemas):
         vault.read(ALICE, rep.id)
     with pytest.raises(StorageError):
         vault.put(ALICE, "t", 1, "tool", "y")
+
+
+def test_libpq_environment_variables_fill_in_what_the_url_leaves_out(pg_schemas, monkeypatch):
+    """``postgresql://`` alone: host, user, password, database and search_path all from PG* variables."""
+    import psycopg
+
+    location = pg_schemas("v")
+    ring = MemoryKeyring()
+    with Vault.open(location, keyring_backend=ring) as vault:
+        rep = vault.put(ALICE, "t", 0, "tool", "found through the environment")
+    parts = psycopg.conninfo.conninfo_to_dict(location)
+    for name, variable in [("host", "PGHOST"), ("user", "PGUSER"), ("password", "PGPASSWORD"),
+                           ("dbname", "PGDATABASE"), ("options", "PGOPTIONS")]:
+        if parts.get(name):
+            monkeypatch.setenv(variable, str(parts[name]))
+    with Vault.open("postgresql://", keyring_backend=ring) as vault:
+        assert vault.read(ALICE, rep.id).content == "found through the environment"
