@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -150,11 +149,13 @@ _OPS = {
 
 # -- the server, as its superuser sees it -----------------------------------------------------------------------------
 def admin(url: str) -> psycopg.Connection:
-    """A superuser connection (autocommit) to the test server, in the schema the vault ``url`` names."""
-    base = os.environ["SCRATCHVAULT_TEST_POSTGRES"]
-    options = psycopg.conninfo.conninfo_to_dict(url).get("options", "")
-    separator = "&" if "?" in base else "?"
-    return psycopg.connect(base + separator + "options=" + urllib.parse.quote(options), autocommit=True)
+    """A superuser connection (autocommit) to the test server, in the database and schema the vault ``url``
+    names (the vault's URL may log in as a least-privilege role)."""
+    params = psycopg.conninfo.conninfo_to_dict(url)
+    server = psycopg.conninfo.conninfo_to_dict(os.environ["SCRATCHVAULT_TEST_POSTGRES"])
+    params.pop("password", None)
+    params["user"] = server.get("user", "postgres")
+    return psycopg.connect(psycopg.conninfo.make_conninfo(**params), autocommit=True)
 
 
 def orphans(connection: psycopg.Connection) -> dict[str, int]:
