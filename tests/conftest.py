@@ -183,3 +183,12 @@ def pg_admin(pg_test_database: TestDatabase, pg_schema: str) -> Iterator[psycopg
     attacker with the server's keys, and the canary scans."""
     with connect(pg_test_database.url(superuser=True, schema=pg_schema)) as connection:
         yield connection
+
+
+@pytest.fixture
+def location_named(vault_dir: Path, request: pytest.FixtureRequest) -> Callable[[str], str | Path]:
+    """Another location beside ``db_path``, by name: a file in the same directory, or on PostgreSQL (with
+    SCRATCHVAULT_TEST_STORE=postgres) a schema of its own. A backup copy or a second vault goes there."""
+    if STORE == "postgres":
+        return request.getfixturevalue("pg_schemas")
+    return lambda name: vault_dir / name

@@ -185,13 +185,13 @@ AUTO = {
 
 @pytest.mark.parametrize("detected", AUTO.values(), ids=AUTO.keys())
 def test_auto_detection_refuses_unrecommended_keyring(detected, monkeypatch, db_path, keyring_backend, filled,
-                                                      attacker_for):
+                                                      attacker_for, location_named):
     monkeypatch.setattr(keyring, "get_keyring", detected)
-    expect_unavailable(lambda: Vault.open(db_path.parent / "new.db"), lambda: Vault.open(db_path),
-                       keyrings=[keyring_backend])
-    assert attacker_for(db_path.parent / "new.db").meta("vault_id") is None
+    new = location_named("new.db")
+    expect_unavailable(lambda: Vault.open(new), lambda: Vault.open(db_path), keyrings=[keyring_backend])
+    assert attacker_for(new).meta("vault_id") is None
     monkeypatch.setattr(keyring, "get_keyring", lambda: with_priority(5))
-    with Vault.open(db_path.parent / "new.db") as v:  # the positive control: a recommended backend is used
+    with Vault.open(new) as v:  # the positive control: a recommended backend is used
         assert v.stats()["keyring_backend"].endswith("Priority5")
 
 
