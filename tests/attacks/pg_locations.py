@@ -68,10 +68,15 @@ def connected(url: str, schema: str) -> Iterator[psycopg.Connection]:
     parts.pop("options", None)
     key = (os.getpid(), psycopg.conninfo.make_conninfo(**parts))
     connection = _open.get(key)
-    if connection is None or connection.closed or connection.broken:
+    if connection is not None:
+        try:
+            connection.execute(f"SET search_path = {schema}")
+        except psycopg.OperationalError:  # the server dropped it (a test restarted the server)
+            connection = None
+    if connection is None:
         connection = _open[key] = psycopg.connect(key[1], autocommit=False, prepare_threshold=None)
-    try:
         connection.execute(f"SET search_path = {schema}")
+    try:
         yield connection
     except BaseException:
         connection.rollback()
