@@ -1,5 +1,7 @@
 """Shared fixtures: an in-memory keyring, a controllable clock, vaults in private temp directories, and the
-attacker's handle on a vault's file (the SQLite store's: tests/attacks/sqlite_attacker.py).
+attacker's handle on a vault's store (tests/attacks/sqlite_attacker.py, or postgres_attacker.py when
+SCRATCHVAULT_TEST_STORE=postgres runs the vault-level suites against PostgreSQL: tests/attacks/stores.py).
+Tests marked ``sqlite_only`` are about the SQLite file itself; they are skipped, with their reason, on PostgreSQL.
 
 Tests marked ``real_keyring`` use the OS keyring's Secret Service; ``scripts/run test`` starts one and sets
 SCRATCHVAULT_REAL_KEYRING=1, in which case its absence is a failure, never a skip. Likewise the PostgreSQL
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from keys.testing import MemoryKeyring
+from tests.attacks.stores import STORE, attacker_class
 from tests.support.clock import FakeClock
 from tests.support.postgres import (
     ADMIN_URL_ENV,
@@ -37,8 +40,9 @@ if TYPE_CHECKING:
     from tests.attacks.sqlite_attacker import SqliteAttacker
 
 # helpers whose asserts are the tests' own: rewritten like a test module's, for the same failure messages
-pytest.register_assert_rewrite("tests.attacks.sqlite_attacker", "tests.attacks.tamper_world", "tests.storage.contract",
-                              "tests.system.crash_campaign", "tests.system.crash_ops")
+pytest.register_assert_rewrite("tests.attacks.sqlite_attacker", "tests.attacks.postgres_attacker",
+                              "tests.attacks.tamper_world", "tests.storage.contract", "tests.system.crash_campaign",
+                              "tests.system.crash_ops")
 
 
 @pytest.fixture
@@ -59,9 +63,6 @@ def vault_dir(tmp_path: Path) -> Path:
 
 
 # SCRATCHVAULT_TEST_STORE=postgres runs the vault-level suites against PostgreSQL: ``db_path`` is then a URL
-STORE = os.environ.get("SCRATCHVAULT_TEST_STORE", "sqlite")
-
-
 @pytest.fixture
 def db_path(vault_dir: Path, request: pytest.FixtureRequest) -> Path:
     if STORE == "postgres":
@@ -76,12 +77,17 @@ def vault(db_path: Path, keyring_backend: MemoryKeyring, clock: FakeClock) -> It
 
 
 @pytest.fixture(scope="session")
-def attacker_for() -> type[SqliteAttacker]:
-    """The attacker of the store under test, made for a database path: the one place that picks the backend's
-    attacker (another store's suite supplies its own, with the same operations)."""
-    from tests.attacks.sqlite_attacker import SqliteAttacker
+def attacker_for(request: pytest.FixtureRequest) -> Iterator[type[SqliteAttacker]]:
+    """The attacker of the store under test, made for a location (a path, or the ``db_path`` URL): SqliteAttacker
+    or PostgresAttacker (in the session's test database), with the same operations; what it made for paths is
+    released at the end."""
+    chosen = attacker_class()
+    if STORE == "postgres":
+        from tests.attacks import pg_locations
 
-    return SqliteAttacker
+        pg_locations.use(request.getfixturevalue("pg_test_database"))
+    yield chosen
+    chosen.discard()
 
 
 @pytest.fixture
@@ -125,10 +131,14 @@ POSTGRES_FIXTURES = frozenset({"pg_test_database", "pg_schema", "pg_location", "
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that uses the PostgreSQL server ``postgres`` (``-m "not postgres"`` runs without one)."""
+    """Mark every test that uses the PostgreSQL server ``postgres`` (``-m "not postgres"`` runs without one); when
+    SCRATCHVAULT_TEST_STORE=postgres, skip those about the SQLite file itself with their marker's reason."""
     for item in items:
         if POSTGRES_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.postgres)
+        marker = item.get_closest_marker("sqlite_only")
+        if STORE == "postgres" and marker is not None:
+            item.add_marker(pytest.mark.skip(reason="sqlite_only: " + (marker.args[0] if marker.args else "")))
 
 
 @pytest.fixture(scope="session")

@@ -4,13 +4,13 @@ directory can, and never uses the vault's code.
 
 A row is addressed by its seq (``seq_of`` finds it from an id) and a part of it by name: a clear column of the
 row (``id``, ``owner_tag``, ``turn_tag``, ``key_version``, ``expires_at``, ``size_bytes``, ``wrapped_key``,
-``metadata``), its ``summary``, or ``chunk`` with an index. Another store would bring an attacker with the same
-operations; what only SQL can express (indexes on ids, pages, the WAL) is marked as this file's own.
+``metadata``), its ``summary``, or ``chunk`` with an index. PostgreSQL's attacker (postgres_attacker.py) has the
+same operations; what only SQL can express (indexes on ids) is marked as this file's own, and what is done to the
+file as a file (pages, the WAL, copies) is sqlite_files.py.
 """
 
 from __future__ import annotations
 
-import random
 import shutil
 import sqlite3
 from collections.abc import Iterable, Iterator
@@ -19,8 +19,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tests.attacks.bookkeeping import Bookkeeping
+from tests.attacks.sqlite_files import SqliteFiles
 from tests.attacks.tamper_cells import TABLES, Cell, TamperCells  # noqa: F401 (re-exported)
 from tests.storage.sqlite.layouts import legacy_file
+from vault.storage.sqlite.schema import MAX_SEQ
 
 COLUMNS = ("id", "owner_tag", "turn_tag", "key_version", "expires_at", "size_bytes", "wrapped_key", "metadata")
 SHIFT = 20  # a chunk's key is seq << SHIFT | index
@@ -37,14 +39,30 @@ class SavedRow:
     chunks: tuple[tuple[int, bytes], ...]
 
 
-class SqliteAttacker(TamperCells, Bookkeeping):
+class SqliteAttacker(TamperCells, Bookkeeping, SqliteFiles):
     """Reads and writes one vault file behind the vault's back; every write is committed at once."""
 
     LAYOUTS = ("new", "legacy")  # files made by this scratchvault, and before schema 3 (found by an index on ids)
     PAGE = 4096  # SQLite's page size, as the vault leaves it
+    TABLES = TABLES
+    LAST_SEQ = MAX_SEQ - 1  # the last seq a row can have (its chunks' keys fit a signed 64-bit integer)
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+
+    @property
+    def location(self) -> Path:
+        """What ``Vault.open`` takes to open this vault."""
+        return self.path
+
+    @staticmethod
+    def copy_tree(source: Path, target: Path) -> None:
+        """A copy of directory ``source`` (the vaults' files in it) at ``target``."""
+        shutil.copytree(source, target)
+
+    @staticmethod
+    def discard(under: Path | None = None) -> None:
+        """Nothing to release: the files stay in pytest's temporary directories (PostgreSQL drops schemas)."""
 
     def prepare(self, layout: str) -> None:
         """Make the empty file of ``layout`` before a vault opens it (nothing to make for "new")."""
@@ -245,7 +263,15 @@ class SqliteAttacker(TamperCells, Bookkeeping):
         """The seq after the last row's."""
         return self._all("SELECT coalesce(max(seq), 0) + 1 FROM rows")[0][0]
 
-    # -- this file's own: SQL, pages, the WAL, the file itself ---------------------------------------------------
+    def rewind_seq(self) -> None:
+        """Nothing to do: the next put already takes the seq after the last stored row's (a deleted row's, if it
+        was the last). PostgreSQL's attacker resets its sequence to the same end."""
+
+    def forge_top_seq(self, seq: int, top: int) -> None:
+        """Make ``top`` the last seq taken, so the next put takes ``top + 1``: a copy of row ``seq`` put there."""
+        self.copy_row(seq, top)
+
+    # -- this file's own: SQL (pages, the WAL and the file itself: sqlite_files.py) ------------------------------
     def run(self, *statements: str | tuple) -> None:
         """Run raw statements, each ``sql`` or ``(sql, *params)``, in one committed transaction (the cases only
         SQL can express: indexes on ids, a rebuilt table, a schema edited in place)."""
@@ -257,52 +283,3 @@ class SqliteAttacker(TamperCells, Bookkeeping):
     def query(self, sql: str, *params: object) -> list[tuple]:
         """Rows of a raw query (what an attacker reads back of what it planted)."""
         return self._all(sql, *params)
-
-    def pages(self) -> int:
-        """How many whole pages the file has."""
-        return self.path.stat().st_size // self.PAGE
-
-    def garble_page(self, page: int, rng: random.Random) -> None:
-        """Overwrite one page of the file with random bytes."""
-        with open(self.path, "r+b") as file:
-            file.seek(page * self.PAGE)
-            file.write(rng.randbytes(self.PAGE))
-
-    def truncate(self, size: int) -> None:
-        """Cut the file to ``size`` bytes."""
-        with open(self.path, "r+b") as file:
-            file.truncate(size)
-
-    def copy_file(self, target: Path) -> None:
-        """A copy of the whole database file (the vault closed, so nothing is left in the WAL)."""
-        shutil.copy(self.path, target)
-
-    def put_back_file(self, source: Path) -> None:
-        """Replace the whole database file with an older copy."""
-        shutil.copy(source, self.path)
-
-    def checkpoint(self) -> bool:
-        """Try to checkpoint the WAL into the file and truncate it; whether that completed."""
-        with self._connection() as connection:
-            return connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
-
-    @contextmanager
-    def reading(self) -> Iterator[None]:
-        """Hold a read snapshot of the file (another process's reader) for the block."""
-        with closing(sqlite3.connect(self.path)) as reader:
-            reader.execute("BEGIN")
-            reader.execute("SELECT count(*) FROM rows").fetchone()  # the snapshot starts with a read
-            try:
-                yield
-            finally:
-                reader.rollback()
-
-    @contextmanager
-    def holding_the_write_lock(self) -> Iterator[None]:
-        """Hold the file's write lock (another process's write transaction) until the block ends."""
-        with closing(sqlite3.connect(self.path, isolation_level=None)) as writer:
-            writer.execute("BEGIN IMMEDIATE")
-            try:
-                yield
-            finally:
-                writer.execute("COMMIT")

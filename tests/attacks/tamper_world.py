@@ -11,7 +11,6 @@ disappear.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pytest
 
 from keys.testing import MemoryKeyring
 from tests.support.clock import T0, FakeClock
-from vault import IntegrityError, KeyUnavailable, NotFound, Principal, Vault
+from vault import IntegrityError, KeyUnavailable, NotFound, Principal, Vault, VaultError
 
 PRINCIPALS = {"alice": Principal("alice", actor="planner"), "bob": Principal("bob")}
 TURNS = ("t", "u")
@@ -35,8 +34,14 @@ PATHS: dict[str, Callable] = {
 ANY_DENIAL, INTEGRITY = {"notfound", "integrity"}, {"integrity"}
 
 
-def open_vault(path: Path, ring: MemoryKeyring) -> Vault:
-    return Vault.open(path, keyring_backend=ring, clock=FakeClock(T0), max_read=200_000)
+def open_vault(location: object, ring: MemoryKeyring) -> Vault:
+    """The vault at ``location`` (an attacker's ``location``: a file's path, or a PostgreSQL URL)."""
+    return Vault.open(location, keyring_backend=ring, clock=FakeClock(T0), max_read=200_000)
+
+
+def open_copy(world: dict, path: Path) -> Vault:
+    """The vault the world's attacker keeps for ``path`` (a vault's file, or its PostgreSQL schema)."""
+    return open_vault(world["attacker_for"](path).location, world["ring"])
 
 
 def abandon_a_rotation(vault: Vault, ring: MemoryKeyring, user_id: str) -> None:
@@ -60,7 +65,8 @@ def build_world(root: Path, layout: str, attacker_for: Callable) -> dict:
     for name in ("a", "b"):
         os.mkdir(root / name, 0o700)
         attacker_for(root / name / "v.db").prepare(layout)
-    with open_vault(root / "a" / "v.db", ring) as a:
+    attacker = attacker_for(root / "a" / "v.db")
+    with open_vault(attacker.location, ring) as a:
         ids = {"big": a.put(alice, "t", 1, "web.fetch", BIG).id,
                "json": a.put(alice, "t", 2, "ls", {"entries": list(range(50)), "count": 50}).id,
                "blob": a.put(alice, "u", 1, "download", bytes(range(256)) * 300).id,
@@ -70,10 +76,9 @@ def build_world(root: Path, layout: str, attacker_for: Callable) -> dict:
         pristine = {(who, i, name): call(a, p, i) for who, p in PRINCIPALS.items() for i in ids.values()
                     for name, call in PATHS.items() if (who == "bob") == (i == ids["bob"])}
         lists = {(who, turn): a.list_for_turn(p, turn) for who, p in PRINCIPALS.items() for turn in TURNS}
-    with open_vault(root / "b" / "v.db", ring) as b:
+    with open_vault(attacker_for(root / "b" / "v.db").location, ring) as b:
         b.put(alice, "t", 1, "web.fetch", "vault b, alice " * 100)
         b.put(bob, "t", 1, "web.fetch", "vault b, bob " * 100)
-    attacker = attacker_for(root / "a" / "v.db")
     seqs = {name: attacker.seq_of(i) for name, i in ids.items()}
     assert attacker.chunk_indexes()[seqs["big"]] == [0, 1, 2]
     assert len(pristine[("alice", ids["big"], "get")].content) == 150_000
@@ -89,14 +94,20 @@ class Target:
         self.a, self.b, self.seqs, self.big = a, b, seqs, seqs["big"]
 
 
+def integrity_failures(vault: Vault) -> int:
+    """This process's count of integrity failures, as ``stats`` reports it, without the store's counts that stats
+    reads too (a round trip each on PostgreSQL; ``audit`` calls stats itself once)."""
+    return vault._counters.snapshot()["integrity_failures"]
+
+
 def attempt(vault: Vault, call: Callable, tolerated: tuple = ()) -> tuple[str, object]:
-    before = vault.stats()["counters"]["integrity_failures"]
+    before = integrity_failures(vault)
     try:
         return "ok", call()
     except NotFound:
         return "notfound", None
     except IntegrityError:
-        assert vault.stats()["counters"]["integrity_failures"] > before, "IntegrityError not counted"
+        assert integrity_failures(vault) > before, "IntegrityError not counted"
         return "integrity", None
     except tolerated as error:
         return type(error).__name__, None
@@ -125,12 +136,16 @@ def audit(vault: Vault, attacker, world: dict, tolerated: tuple = ()) -> dict:
             if (who, row_id, "get") not in pristine:
                 assert attempt(vault, lambda p=principal, i=row_id: vault.delete(p, i), tolerated)[0] != "ok"
     assert attacker.counts() == counts, "a failed read or delete removed stored data"
+    try:
+        assert vault.stats()["counters"]["integrity_failures"] == integrity_failures(vault)
+    except VaultError:  # the store's counts fail too where the damage is in the counted columns (an altered type)
+        pass
     return outcomes
 
 
 def fresh_copy(world: dict, directory: Path) -> Path:
-    """Both vaults' files copied to ``directory``; the path of vault A's."""
-    shutil.copytree(world["root"], directory)
+    """Both vaults copied to ``directory``; the path of vault A's (its attacker's key to the copy)."""
+    world["attacker_for"].copy_tree(world["root"], directory)
     return directory / "a" / "v.db"
 
 
@@ -141,12 +156,13 @@ def check(world: dict, tmp_path: Path, variants: list, must: list = (), tolerate
         for while_open in (False, True):
             directory = tmp_path / f"{number}-{while_open}"
             path = fresh_copy(world, directory)
-            vault = open_vault(path, world["ring"]) if while_open else None
+            vault = open_copy(world, path) if while_open else None
             if vault is not None:
                 vault.get(PRINCIPALS["alice"], ids["big"])  # keys and pages cached before the attack
             tamper(Target(attacker_for(path), attacker_for(directory / "b" / "v.db"), world["seqs"]))
-            with vault or open_vault(path, world["ring"]) as opened:
+            with vault or open_copy(world, path) as opened:
                 outcomes = audit(opened, attacker_for(path), world, tolerated)
+            attacker_for.discard(directory)
             new = [key for key in outcomes if key[1] not in ids.values() and key[1] not in TURNS]
             for who, row, name, allowed in must:
                 keys = [k for k in new if (k[0], k[2]) == (who, name)] if row == "new" else [

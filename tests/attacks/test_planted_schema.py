@@ -1,24 +1,31 @@
 """A writer of the file plants SQL of its own: a trigger that makes deletes keep their rows, one that copies each
 deleted row's wrapped key and summary to a side table, a view, a table or an index. The vault refuses such a file
 at open and doctor fails it; planted while the vault is open, a trigger stops delete, gc and shred's row deletion
-with an IntegrityError instead of letting them report rows gone that remain (issue 13, finding 3)."""
+with an IntegrityError instead of letting them report rows gone that remain (issue 13, finding 3).
+
+On PostgreSQL the same attacks are the owner's or a superuser's triggers, rules and row security policies on the
+vault's tables (a table, view or index beside them keeps nothing a delete removes, and is not refused)."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.attacks.stores import STORE
 from vault import IntegrityError, KeyUnavailable, NotFound, Principal, Vault
 from vault.ops.doctor import diagnose
 from vault.storage import describe
 
 ALICE = Principal("alice")
-KEEP = "CREATE TRIGGER keep BEFORE DELETE ON rows BEGIN SELECT RAISE(IGNORE); END"
-COPY = ("CREATE TABLE loot (wrapped BLOB, summary BLOB)",
-        "CREATE TRIGGER copy BEFORE DELETE ON rows BEGIN INSERT INTO loot VALUES "
-        "(old.wrapped_key, (SELECT sealed FROM summaries WHERE seq = old.seq)); END")
-PLANTED = {
-    "trigger that keeps rows": (KEEP,),
-    "trigger that copies rows": COPY,
+SQLITE_KEEP = "CREATE TRIGGER keep BEFORE DELETE ON rows BEGIN SELECT RAISE(IGNORE); END"
+SQLITE = {
+    "keep": (SQLITE_KEEP,),
+    "copy": ("CREATE TABLE loot (wrapped BLOB, summary BLOB)",
+             "CREATE TRIGGER copy BEFORE DELETE ON rows BEGIN INSERT INTO loot VALUES "
+             "(old.wrapped_key, (SELECT sealed FROM summaries WHERE seq = old.seq)); END"),
+}
+SQLITE_PLANTED = {
+    "trigger that keeps rows": SQLITE["keep"],
+    "trigger that copies rows": SQLITE["copy"],
     "trigger on the summaries": ("CREATE TRIGGER s AFTER INSERT ON summaries BEGIN SELECT 1; END",),
     "view": ("CREATE VIEW everything AS SELECT * FROM rows",),
     "table": ("CREATE TABLE notes (body TEXT)",),
@@ -28,12 +35,40 @@ PLANTED = {
     "partial index under the vault's own name": ("DROP INDEX rows_owner_turn", "CREATE INDEX rows_owner_turn ON "
                                                  "rows (owner_tag, turn_tag) WHERE key_version > 1"),
 }
+# PostgreSQL: what its owner or a superuser can hang on the vault's tables (the functions run as their definer)
+LOOT = "CREATE TABLE loot (wrapped bytea, summary bytea)"
+POSTGRES = {
+    "keep": ("CREATE FUNCTION keep() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$",
+             "CREATE TRIGGER keep BEFORE DELETE ON rows FOR EACH ROW EXECUTE FUNCTION keep()"),
+    "copy": (LOOT, "CREATE FUNCTION copy() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$ BEGIN "
+                   "INSERT INTO loot VALUES (old.wrapped_key, (SELECT sealed FROM summaries WHERE seq = old.seq)); "
+                   "RETURN old; END $$",
+             "CREATE TRIGGER copy BEFORE DELETE ON rows FOR EACH ROW EXECUTE FUNCTION copy()"),
+}
+POSTGRES_PLANTED = {
+    "trigger that keeps rows": POSTGRES["keep"],
+    "trigger that copies rows": POSTGRES["copy"],
+    "trigger that keeps chunks": (POSTGRES["keep"][0], "CREATE TRIGGER keep BEFORE DELETE ON chunks FOR EACH ROW "
+                                                       "EXECUTE FUNCTION keep()"),
+    "statement trigger on the summaries": ("CREATE FUNCTION noop() RETURNS trigger LANGUAGE plpgsql AS "
+                                           "$$ BEGIN RETURN NULL; END $$", "CREATE TRIGGER s AFTER INSERT ON "
+                                           "summaries FOR EACH STATEMENT EXECUTE FUNCTION noop()"),
+    "rule that keeps rows": ("CREATE RULE keep AS ON DELETE TO rows DO INSTEAD NOTHING",),
+    "rule that copies rows": (LOOT, "CREATE RULE copy AS ON DELETE TO rows DO ALSO INSERT INTO loot VALUES "
+                                    "(old.wrapped_key, NULL)"),
+    "rule on the ledgers": ("CREATE TABLE old_ledgers (body bytea)", "CREATE RULE keep AS ON UPDATE TO deletions "
+                            "DO ALSO INSERT INTO old_ledgers VALUES (old.body)"),
+    "row security policy": ("ALTER TABLE rows ENABLE ROW LEVEL SECURITY", "ALTER TABLE rows FORCE ROW LEVEL "
+                            "SECURITY", "CREATE POLICY hide ON rows USING (key_version > 1)"),
+}
+KEEP, COPY = (POSTGRES if STORE == "postgres" else SQLITE).values()
+PLANTED = POSTGRES_PLANTED if STORE == "postgres" else SQLITE_PLANTED
 
 
 def test_a_trigger_planted_while_the_vault_is_open_stops_delete_gc_and_shred_rows(vault, attacker, clock):
     kept = vault.put(ALICE, "t", 1, "x", "delete me").id
     vault.put(ALICE, "t", 2, "x", "expire me", ttl_seconds=1)
-    attacker.run(KEEP)
+    attacker.run(*KEEP)
     failures = vault.stats()["counters"]["integrity_failures"]
     with pytest.raises(IntegrityError):
         vault.delete(ALICE, kept)

@@ -148,7 +148,7 @@ DETECTING = {"extend_turn": lambda vault, principal, other: vault.extend_turn(pr
 
 @pytest.mark.parametrize("call", sorted(DETECTING))
 def test_whole_file_rolled_back_to_before_a_delete_is_detected_at_the_next_extend_or_delete(
-        db_path, attacker, keyring_backend, clock, alice, bob, call):
+        db_path, attacker, keyring_backend, clock, alice, bob, call, tmp_path):
     """Detected: the keyring counts a delete of alice's that the file put back does not. The old copy reads as it was
     (reads do not ask the keyring) until her next delete or extend_turn, which is an IntegrityError naming the
     remedy and changes nothing; so it never outlives its original expiry. Bob, who deleted nothing, is unaffected;
@@ -157,7 +157,7 @@ def test_whole_file_rolled_back_to_before_a_delete_is_detected_at_the_next_exten
         mine = vault.put(alice, "t", 1, "tool", CONTENT)
         other = vault.put(alice, "t", 2, "tool", "other", ttl_seconds=7200)
         theirs = vault.put(bob, "t", 1, "tool", "bob's page")
-    backup = db_path.with_name("backup.db")
+    backup = tmp_path / "backup.db"  # on PostgreSQL: a copy of every table and the sequence, restored as a whole
     attacker.copy_file(backup)
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
         vault.delete(alice, mine.id)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.attacks.sqlite_attacker import TABLES
+from tests.attacks.stores import attacker_class
 from tests.attacks.tamper_world import (
     ANY_DENIAL,
     INTEGRITY,
@@ -28,6 +28,7 @@ from tests.attacks.tamper_world import (
     check,
     fresh_copy,
     must,
+    open_copy,
     open_vault,
 )
 from tests.support.clock import T0
@@ -35,11 +36,12 @@ from vault import IntegrityError, KeyUnavailable, Principal, Vault, VaultError
 
 AT = (0.0, 0.5, 1.0)
 Tamper = Callable[[Target], None]
+TABLES = attacker_class().TABLES  # of the store under test
 
 
-@pytest.fixture(scope="module", params=["new", "legacy"])
+@pytest.fixture(scope="module", params=attacker_class().LAYOUTS)
 def world(tmp_path_factory, request, attacker_for):
-    """Vaults A and B in files made by this scratchvault, or laid out as before schema 3."""
+    """Vaults A and B in files made by this scratchvault, or laid out as before schema 3 (SQLite's alone)."""
     return build_world(tmp_path_factory.mktemp("tamper"), request.param, attacker_for)
 
 
@@ -220,7 +222,7 @@ def attack(world: dict, directory: Path, tamper: Callable, while_open: bool) -> 
     path = fresh_copy(world, directory)
     attacker = world["attacker_for"](path)
     counts = attacker.counts()
-    vault = open_vault(path, world["ring"]) if while_open else None
+    vault = open_copy(world, path) if while_open else None
     if vault is not None:
         vault.get(PRINCIPALS["alice"], world["ids"]["big"])
     changed = tamper(attacker)
@@ -228,7 +230,7 @@ def attack(world: dict, directory: Path, tamper: Callable, while_open: bool) -> 
         if changed == 0:
             return None, 0
         try:
-            vault = vault or open_vault(path, world["ring"])
+            vault = vault or open_copy(world, path)
         except VaultError:
             assert attacker.counts() == counts, "a refused open removed stored data"
             return None, changed
@@ -236,6 +238,7 @@ def attack(world: dict, directory: Path, tamper: Callable, while_open: bool) -> 
     finally:
         if vault is not None:
             vault.close()
+        world["attacker_for"].discard(directory)
 
 
 @pytest.mark.parametrize("table", TABLES)
@@ -271,7 +274,7 @@ def test_flipped_key_commitment_or_vault_id_is_refused(world, tmp_path):
     for number, tamper in enumerate((lambda a: a.set_all_commitments(bytes(32)),
                                      lambda a: a.set_meta("vault_id", bytes(16)))):
         path = tampered_copy(world, tmp_path / str(number), tamper)
-        with pytest.raises(KeyUnavailable), open_vault(path, world["ring"]) as vault:
+        with pytest.raises(KeyUnavailable), open_copy(world, path) as vault:
             vault.get(PRINCIPALS["alice"], world["ids"]["big"])
         assert world["attacker_for"](path).counts() == pristine
 
@@ -298,7 +301,7 @@ def test_keyring_bookkeeping_of_wrong_type_is_a_vault_error(world, tmp_path, sto
     if stored == "key_version":  # versions are read where keys are made and destroyed too
         calls += [lambda v: v.rotate_owner_key("alice"), lambda v: v.shred_owner("alice")]
     for call in calls:
-        with pytest.raises(VaultError), open_vault(path, world["ring"]) as vault:
+        with pytest.raises(VaultError), open_copy(world, path) as vault:
             call(vault)
 
 
@@ -320,6 +323,7 @@ def every_path(vault: Vault, world: dict) -> int:
     return min(errors, 1)
 
 
+@pytest.mark.sqlite_only("pages of the database file: PostgreSQL's data files are the server's, never a client's")
 @pytest.mark.parametrize("damage", ["garbage_page", "truncated_file"])
 def test_corrupted_database_file_gives_vault_errors_not_sqlite_errors(world, tmp_path, damage):
     source = world["attacker_for"](world["root"] / "a" / "v.db")

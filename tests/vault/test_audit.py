@@ -10,9 +10,9 @@ from datetime import datetime
 
 import pytest
 
+from tests.attacks.stores import store_module
 from vault import IntegrityError, InvalidArgument, KeyUnavailable, NotFound, Principal, Vault
 from vault.audit import AuditTrail
-from vault.storage.sqlite import store as store_module
 
 CONTENT = "CANARY-CONTENT-zx " * 500
 USER, TURN, EXEC = "CANARY-USER-carol", "CANARY-TURN-7", "CANARY-EXEC-shell"
@@ -189,7 +189,7 @@ def test_no_record_is_built_unless_the_logger_is_enabled_for_info(vault, monkeyp
 
 
 def test_gc_rewrap_and_shred_report_running_totals_after_each_batch(vault, clock, monkeypatch):
-    monkeypatch.setattr(store_module, "GC_BATCH", 3)
+    monkeypatch.setattr(store_module(), "GC_BATCH", 3)
     for step in range(7):
         vault.put(CAROL, TURN, step, EXEC, "x", ttl_seconds=1 if step % 2 else 100)
     clock.advance(2)

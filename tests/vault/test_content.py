@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from keys.testing import MemoryKeyring
+from tests.attacks.stores import STORE
 from tests.support.clock import FakeClock
 from vault import IntegrityError, InvalidArgument, Principal, Vault
 from vault.row.chunks import chunked, content_chunks, text_pieces
@@ -149,7 +150,17 @@ DAMAGE = {  # what the middle chunk becomes
 }
 
 
-@pytest.mark.parametrize("damage", DAMAGE)
+def holds_a_connection(vault: Vault) -> bool:
+    """Whether the store still holds a connection for a call that is over: the SQLite store's busy mark, or a
+    PostgreSQL connection not yet back in its pool."""
+    if STORE == "postgres":
+        stats = vault._store.pool._current().get_stats()
+        return stats["pool_size"] > stats["pool_available"]
+    return vault._store._connections.busy()
+
+
+@pytest.mark.parametrize("damage", ["zeroed", pytest.param("text", marks=pytest.mark.sqlite_only(
+    "text in one chunk is a chunks column altered to text on PostgreSQL: every row's chunks, the later ones too"))])
 def test_a_full_read_that_fails_midway_leaves_nothing_open(vault, alice, db_path, attacker, keyring_backend, clock,
                                                            damage):
     """Chunks are read through a cursor one at a time: a damaged middle chunk stops the read with an
@@ -161,7 +172,7 @@ def test_a_full_read_that_fails_midway_leaves_nothing_open(vault, alice, db_path
     with pytest.raises(IntegrityError) as raised:
         vault.get(alice, rep.id)
     # the exception (and its traceback) still held, yet no connection is busy
-    assert raised.value is not None and not vault._store._connections.busy()
+    assert raised.value is not None and not holds_a_connection(vault)
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as other:
         written = other.put(alice, "t", 2, "tool", "from another connection").id
     assert vault.get(alice, written).content == "from another connection"

@@ -89,6 +89,7 @@ def test_racing_puts_of_one_owner_never_pass_the_row_quota(db_path, keyring_back
         assert vault.stats()["rows"] == 10
 
 
+@pytest.mark.sqlite_only("the disk reserve and ballast are the SQLite store's; a PostgreSQL server keeps its own disk")
 def test_a_put_past_the_disk_reserve_stores_nothing_and_makes_no_key_for_a_new_owner(db_path, clock, attacker):
     ring = MemoryKeyring()
     with opened(db_path, ring, clock) as vault:
@@ -102,6 +103,7 @@ def test_a_put_past_the_disk_reserve_stores_nothing_and_makes_no_key_for_a_new_o
         assert vault.stats()["disk"]["ballast_bytes"] == 0  # nothing written for a put that was refused
 
 
+@pytest.mark.sqlite_only("the disk reserve and ballast are the SQLite store's; a PostgreSQL server keeps its own disk")
 def test_stats_show_the_reserve_free_space_ballast_and_quotas(db_path, keyring_backend, clock):
     with opened(db_path, keyring_backend, clock) as vault:
         vault.put(ALICE, "t", 1, "x", "makes the ballast")

@@ -30,6 +30,11 @@ STATEMENT_TIMEOUT_MS = 60_000  # a statement (a lock wait included) that takes l
 IDLE_IN_TRANSACTION_MS = 300_000  # a client that hangs inside a transaction loses it (and its locks)
 # sqlstates a write retries (a new transaction, from the start): a deadlock, a serialization failure
 RETRY_STATES = frozenset({"40P01", "40001"})
+# sqlstates only tables altered behind the vault's back produce: a column of another type than the vault made (no
+# operator or cast for it, a cached plan whose result type changed), a rule on rows (refused in a delete's WITH), a
+# key the vault never reuses taken twice (the row sequence set back onto live rows), the row sequence run to its
+# end (set forward): tampering, not an outage
+ALTERED_STATES = frozenset({"42883", "42804", "42846", "0A000", "23505", "2200H"})
 _abandoned: list[object] = []  # pools inherited across fork: never closed in the child (that would end the parent's)
 
 
@@ -143,6 +148,10 @@ def translate(error: BaseException) -> StorageError | IntegrityError:
         return StorageError("a PostgreSQL statement took longer than the statement timeout and was cancelled")
     if state.startswith("XX") or state == "22P02":
         return IntegrityError("the PostgreSQL server reports damaged data")
+    if state in ALTERED_STATES:
+        return IntegrityError(f"the vault's tables were altered behind its back (sqlstate {state}: a column's type "
+                              "changed, a rule added, a seq taken twice or the row sequence moved); restore them "
+                              "from backup")
     if state.startswith(("08", "57P")) or isinstance(error, psycopg.OperationalError):
         return StorageError("the PostgreSQL server could not be reached or closed the connection "
                             f"(sqlstate {state or 'none'}); retry once it is back")

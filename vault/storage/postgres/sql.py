@@ -38,7 +38,16 @@ EXPIRED_BATCH = "SELECT seq FROM rows WHERE expires_at <= %s ORDER BY seq LIMIT 
 OWNER_BATCH = "SELECT seq FROM rows WHERE owner_tag = %s ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED"
 DELETE_CHUNKS = "DELETE FROM chunks WHERE seq = ANY(%s)"
 DELETE_SUMMARIES = "DELETE FROM summaries WHERE seq = ANY(%s)"
-DELETE_ROWS = "DELETE FROM rows WHERE seq = ANY(%s)"
+# the rows deleted, how many went, and whether a trigger, rule or row security policy sits on a vault table now: one
+# planted since the store was opened could keep or copy what this transaction deletes, which then rolls back (no
+# trigger can be added to a table this transaction deleted from before it ends: CREATE TRIGGER waits for its lock)
+DELETE_ROWS = ("WITH gone AS (DELETE FROM rows WHERE seq = ANY(%(seqs)s) RETURNING 1), "
+               "ours AS (SELECT to_regclass(name) AS oid FROM unnest(%(tables)s::text[]) AS name) "
+               "SELECT (SELECT count(*) FROM gone), "
+               "EXISTS (SELECT 1 FROM pg_trigger WHERE NOT tgisinternal AND tgrelid IN (SELECT oid FROM ours)) "
+               "OR EXISTS (SELECT 1 FROM pg_rewrite WHERE ev_class IN (SELECT oid FROM ours) "
+               "AND rulename <> '_RETURN') "
+               "OR EXISTS (SELECT 1 FROM pg_policy WHERE polrelid IN (SELECT oid FROM ours))")
 COUNTS = ("SELECT count(*), coalesce(sum(size_bytes), 0)::bigint, count(*) FILTER (WHERE expires_at <= %s) "
           "FROM rows")
 BY_VERSION = ("SELECT key_version, count(*), coalesce(sum(size_bytes), 0)::bigint FROM rows GROUP BY key_version "

@@ -14,7 +14,7 @@ from vault.storage.base import StoredRow
 from vault.storage.postgres import sql
 from vault.storage.postgres.connections import TRANSLATE
 from vault.storage.postgres.rows import FLUSH_BYTES, PgReads, with_summaries
-from vault.storage.postgres.schema import OWNER_LOCK_CLASS
+from vault.storage.postgres.schema import OWNER_LOCK_CLASS, TABLES
 from vault.storage.sqlite.schema import blob, check_columns
 
 
@@ -180,11 +180,18 @@ class PgWriteTx(PgReads):
 
 
 def delete_seqs(tx: PgWriteTx, seqs: list[int]) -> None:
-    """Delete rows with their summaries and chunks in one round trip; every row asked for must go (a rule or
-    trigger planted since the store was opened could keep one: schema.check_foreign_objects refuses those)."""
+    """Delete rows with their summaries and chunks in one round trip; every row asked for must go, and no trigger,
+    rule or policy may sit on the vault's tables (planted since the store was opened, it could keep or copy what
+    is deleted: schema.check_foreign_objects refuses them at open). Either raises, and the transaction rolls back."""
     if not seqs:
         return
-    cursor = tx._pipelined([(sql.DELETE_CHUNKS, (seqs,)), (sql.DELETE_SUMMARIES, (seqs,)), (sql.DELETE_ROWS, (seqs,))])
-    if cursor.rowcount != len(seqs):
+    cursor = tx._pipelined([(sql.DELETE_CHUNKS, (seqs,)), (sql.DELETE_SUMMARIES, (seqs,)),
+                            (sql.DELETE_ROWS, {"seqs": seqs, "tables": list(TABLES)})])
+    with TRANSLATE:
+        deleted, planted = cursor.fetchone()
+    if planted:
+        raise IntegrityError("a trigger, rule or row security policy scratchvault did not make sits on its tables: "
+                             "refusing to delete through it (check what it did, drop it, or restore from backup)")
+    if deleted != len(seqs):
         raise IntegrityError("a delete left rows it was asked to remove (the database was altered to keep them)")
     tx.deleted = True
