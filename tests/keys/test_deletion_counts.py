@@ -19,13 +19,13 @@ def count_in_keyring(keyring_backend) -> list[str]:
 
 @pytest.mark.parametrize("fault", ["raises", "lost_reply", "dropped"])
 def test_a_keyring_that_does_not_take_the_count_leaves_the_delete_done(db_path, keyring_backend, clock, attacker,
-                                                                        fault):
+                                                                        fault, location_named):
     """After the delete committed, the keyring failing to store the new count does not undo it: counted and logged;
     the owner's next extend_turn (or delete) through a working keyring writes the count, and from then on a file
     put back to before the delete is detected."""
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
         ids = [vault.put(ALICE, "t", step, "tool", f"row {step}").id for step in range(3)]
-    backup = db_path.with_name("backup.db")
+    backup = location_named("backup.db")
     attacker.copy_file(backup)
     faulty = {"raises": lambda: FaultyKeyring(keyring_backend.secrets, {"set"}),
               "lost_reply": lambda: FaultyKeyring(keyring_backend.secrets, lost_reply="/deletions"),

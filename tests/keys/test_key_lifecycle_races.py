@@ -62,7 +62,7 @@ def test_a_shred_during_a_rotation_is_not_undone_by_it(db_path):
             second.get(ALICE, row)
 
 
-def test_a_rotation_that_timed_out_and_lands_after_a_shred_brings_back_no_key(db_path, tmp_path):
+def test_a_rotation_that_timed_out_and_lands_after_a_shred_brings_back_no_key(db_path, location_named):
     """Issue 13, finding 1: process 1's rotation hangs on the keyring and gives up; process 2 shreds the owner; the
     hung write lands afterwards. It holds only the one version it was writing, reserved in the file and tombstoned
     since: a backup from before the shred stays unreadable, the owner's next put makes a new version, and the late
@@ -71,7 +71,7 @@ def test_a_rotation_that_timed_out_and_lands_after_a_shred_brings_back_no_key(db
     with Vault.open(db_path, keyring_backend=ring, keyring_timeout=0.2) as first, \
             Vault.open(db_path, keyring_backend=ring) as second:
         row = first.put(ALICE, "t", 1, "x", "secret before the shred").id
-        copy = tmp_path / "before-shred.db"
+        copy = location_named("before-shred.db")
         storage.backup(db_path, copy)
         ring.armed = True
         with pytest.raises(KeyUnavailable, match="did not answer"):

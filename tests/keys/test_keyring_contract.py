@@ -33,6 +33,22 @@ def services(db_path) -> tuple[str, str]:
     return prefix + "/index", prefix + "/owner-key"
 
 
+def stored_bytes(location) -> bytes:
+    """Everything the database holds for the vault at ``location``: the SQLite file and its -wal, or every row
+    of every table in the vault's PostgreSQL schema as the superuser reads it (bytea as hex)."""
+    if isinstance(location, Path):
+        return b"".join(p.read_bytes() for p in location.parent.iterdir() if p.name.startswith(location.name))
+    from tests.attacks import pg_locations
+
+    _, admin, schema = pg_locations.resolve(location)
+    with pg_locations.connected(admin, schema) as connection:
+        tables = [name for (name,) in connection.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,))]
+        assert "rows" in tables and "chunks" in tables
+        return b"".join(str(row).encode() for table in tables
+                        for row in connection.execute(f"SELECT t::text FROM {table} t"))
+
+
 def forget_entries(backend, db_paths, users) -> None:
     """Delete every keyring entry these vaults may have created (absent ones are fine)."""
     for db_path in db_paths:
@@ -157,7 +173,7 @@ class VaultContract:
         assert owner_key["format"] == index_key["format"] == "scratchvault-key/1"
         raw = [base64.b64decode(k) for k in (owner_key["key"], index_key["key"])]
         assert all(len(k) == 32 for k in raw)
-        stored = b"".join(p.read_bytes() for p in db_path.parent.iterdir() if p.name.startswith(db_path.name))
+        stored = stored_bytes(db_path)
         assert not any(k in stored or k.hex().encode() in stored for k in raw)
 
     def test_two_vaults_on_one_keyring_keep_their_keys_apart(self, open_vault, users, db_path, location_named):

@@ -1,7 +1,9 @@
 """Key commitments, version reservations, tombstones and the owner registry on PostgreSQL (``keys.KeyCommitments``;
-threat_model.md, "Keyring entries"). Writes that change an owner's versions take the owner's advisory lock, so
-two hosts reserving, recording or destroying one owner's versions queue; ``locked`` is the key lock, which
-serialises key creation and rotation across hosts (rare, and a keyring write is made under it)."""
+threat_model.md, "Keyring entries"). ``locked`` is the key lock, held by key creation and rotation while they
+write the keyring (rare); every change to an owner's versions (a commitment, a tombstone, a retirement's count)
+takes the key lock and then the owner's lock, in that order: so a shred or retirement waits for a rotation in
+flight, as on SQLite, and never deadlocks with it. A reservation takes only the owner's lock (its own
+transaction, before any key is written)."""
 
 from __future__ import annotations
 
@@ -47,12 +49,12 @@ class PostgresCommitments:
         joined = self._store.open_transaction()
         if isinstance(joined, PgWriteTx):
             if owner_tag is not None:
-                joined.lock_owner(owner_tag)
+                joined.lock_keys(owner_tag)
             yield joined
             return
         with self._store.transaction() as tx:
             if owner_tag is not None:
-                tx.lock_owner(owner_tag)
+                tx.lock_keys(owner_tag)
             yield tx
 
     def locked(self) -> AbstractContextManager[object]:
@@ -63,6 +65,7 @@ class PostgresCommitments:
     def _key_locked(self) -> Iterator[PgWriteTx]:
         with self._store.transaction() as tx:
             tx._run("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, KEYS_LOCK))
+            tx._locked.add((LOCK_CLASS, KEYS_LOCK))
             yield tx
 
     def owner_commitments(self, owner_tag: bytes) -> dict[int, bytes]:
@@ -136,7 +139,7 @@ class PostgresCommitments:
         lock (a retirement counts after every put of the owner in flight has committed)."""
         joined = self._store.open_transaction()
         if isinstance(joined, PgWriteTx):
-            joined.lock_owner(owner_tag)
+            joined.lock_keys(owner_tag)
         found = self._store.query("SELECT key_version, count(*) FROM rows WHERE owner_tag = %s GROUP BY key_version",
                                   (owner_tag,))
         return {_version(version): count for version, count in found}

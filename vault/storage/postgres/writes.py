@@ -14,7 +14,7 @@ from vault.storage.base import StoredRow
 from vault.storage.postgres import sql
 from vault.storage.postgres.connections import TRANSLATE
 from vault.storage.postgres.rows import FLUSH_BYTES, PgReads, with_summaries
-from vault.storage.postgres.schema import OWNER_LOCK_CLASS, TABLES
+from vault.storage.postgres.schema import KEYS_LOCK, LOCK_CLASS, OWNER_LOCK_CLASS, TABLES
 from vault.storage.sqlite.schema import blob, check_columns
 
 
@@ -96,6 +96,16 @@ class PgWriteTx(PgReads):
                 connection.execute(self.BEGIN)
                 self._begun = True
             self._send_queued()
+
+    def lock_keys(self, owner_tag: bytes) -> None:
+        """Take the key lock, then the owner's: what every change to an owner's key versions holds (a first key, a
+        rotation, a shred, a retirement), always in this order, so they never deadlock and never interleave (a
+        shred waits for a rotation's keyring write, as it waits for SQLite's one writer lock)."""
+        key = (LOCK_CLASS, KEYS_LOCK)
+        if key not in self._locked:
+            self._run(sql.OWNER_LOCK, key)
+            self._locked.add(key)
+        self.lock_owner(owner_tag)
 
     def lock_owner(self, owner_tag: bytes) -> None:
         """Take the owner's advisory lock (once per transaction), queueing behind the owner's other writers."""
