@@ -21,6 +21,7 @@ import psycopg
 from tests.attacks import pg_locations
 from tests.attacks.bookkeeping import Bookkeeping
 from tests.attacks.pg_cells import TABLES, PgTamperCells, QmarkConnection, put_value
+from tests.attacks.pg_sessions import PgSessions
 from tests.attacks.sqlite_attacker import COLUMNS, SavedRow
 
 LAST_SEQ = 2**63 - 1  # the row sequence's last value (bigint)
@@ -30,7 +31,7 @@ def _hex(value: object) -> str:
     return value.encode().hex() if isinstance(value, str) else bytes(value).hex()
 
 
-class PostgresAttacker(PgTamperCells, Bookkeeping):
+class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions):
     """Reads and writes one vault's schema behind the vault's back; every write is committed at once."""
 
     LAYOUTS = ("new",)  # no PostgreSQL store predates its first schema

@@ -63,3 +63,6 @@ class SqliteFiles:
                 yield
             finally:
                 writer.execute("COMMIT")
+
+    def settle(self) -> None:
+        """Nothing to wait for: a SQLite file is final the moment its writer dies (PgSessions.settle)."""

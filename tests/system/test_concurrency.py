@@ -231,6 +231,7 @@ def test_process_killed_mid_put_loses_no_returned_row_and_leaves_no_half_row(sha
     rest, _ = child.communicate(timeout=30)
     assert child.returncode == -signal.SIGKILL
     printed |= {int(i): row for i, row in (line.split() for line in rest.splitlines() if len(line.split()) == 2)}
+    attacker.settle()
     assert attacker.intact()
     stored = [(row["id"], seq) for seq, row in attacker.rows().items()]
     assert {seq for _, seq in stored} <= set(attacker.summaries())  # no row without its summary

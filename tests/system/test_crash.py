@@ -131,6 +131,7 @@ def test_writer_killed_at_random_points_loses_nothing_acknowledged_and_leaves_no
     totals = {"acknowledged": 0, "unacknowledged_committed": 0, "multi_chunk": 0, "collected": 0}
     for iteration in range(KILLS):
         printed = run_and_kill(db_path, keyring_file, iteration, rng)
+        attacker.settle()
         acknowledged = dict(line.split() for line in printed if line != "ready")
         assert printed[:1] == ["ready"] or not acknowledged
         totals["acknowledged"] += len(acknowledged)
@@ -168,16 +169,19 @@ REWRAP_CHILD = """
 import os, signal, sys
 from tests.support.file_keyring import FileKeyring
 from vault import Vault
-from vault.storage.sqlite.store import SqliteWriteTx
+if sys.argv[1].startswith("postgresql:"):
+    from vault.storage.postgres.writes import PgWriteTx as WriteTx
+else:
+    from vault.storage.sqlite.store import SqliteWriteTx as WriteTx
 updates = 0
-original = SqliteWriteTx.update_wrapped_key
+original = WriteTx.update_wrapped_key
 def dying(tx, seq, version, wrapped, summary):
     global updates
     updates += 1
     if updates == int(sys.argv[3]):
         os.kill(os.getpid(), signal.SIGKILL)  # mid-batch: that batch's transaction never commits
     original(tx, seq, version, wrapped, summary)
-SqliteWriteTx.update_wrapped_key = dying
+WriteTx.update_wrapped_key = dying
 with Vault.open(sys.argv[1], keyring_backend=FileKeyring(sys.argv[2])) as vault:
     vault.rewrap("alice", batch=20)
 """
@@ -192,6 +196,7 @@ def test_rewrap_killed_half_way_leaves_every_row_readable_and_resumes(tmp_path, 
     child = subprocess.run([sys.executable, "-c", REWRAP_CHILD, db_path, ring_file, "130"], capture_output=True,
                            timeout=60, check=False, env=child_env())
     assert child.returncode == -9
+    attacker.settle()
     versions = attacker.key_versions()
     assert versions == {1: 80, 2: 120}  # six batches of 20 committed, the seventh rolled back
     assert attacker.intact()
