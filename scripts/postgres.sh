@@ -101,3 +101,23 @@ stop_postgres() {
     fi
     rm -rf "$PG_DIR"
 }
+
+# The suites that run a second time with the vault over PostgreSQL (SCRATCHVAULT_TEST_STORE=postgres: the
+# vault fixtures open the throwaway cluster instead of a file; tests about the SQLite file itself skip there).
+PG_SUITES=(tests/vault tests/engine tests/attacks tests/keys tests/system/test_concurrency.py
+    tests/system/test_crash.py)
+
+# Runs them ("$1" = 1: only the test paths among the other arguments, the ones the caller chose; a chosen test
+# may be SQLite-only, so none running is not a failure then); returns pytest's status.
+run_postgres_suites() {
+    local selected="$1" rc=0
+    shift
+    echo "==> pytest: the vault, attack, key and crash suites again, the vault over PostgreSQL"
+    if ((selected)); then
+        SCRATCHVAULT_TEST_STORE=postgres "$VENV/bin/python" -m pytest "$@" || rc=$?
+        ((rc == 5)) && rc=0
+    else
+        SCRATCHVAULT_TEST_STORE=postgres "$VENV/bin/python" -m pytest "${PG_SUITES[@]}" "$@" || rc=$?
+    fi
+    return "$rc"
+}
