@@ -12,7 +12,7 @@ from keys import SealedLedger
 from vault.errors import IntegrityError, StorageError
 from vault.storage.base import StoredRow
 from vault.storage.postgres import sql
-from vault.storage.postgres.connections import TRANSLATE
+from vault.storage.postgres.connections import TRANSLATE, fetched
 from vault.storage.postgres.rows import FLUSH_BYTES, PgReads, with_summaries
 from vault.storage.postgres.schema import OWNER_LOCK_CLASS
 from vault.storage.sqlite.schema import blob, check_columns
@@ -111,8 +111,7 @@ class PgWriteTx(PgReads):
         statements = [] if key in self._locked else [(sql.OWNER_LOCK, key)]
         cursor = self._pipelined([*statements, (sql.NEXT_ROW, (owner_tag, key_version))])
         self._locked.add(key)
-        with TRANSLATE:
-            seq, commitment = cursor.fetchone()
+        seq, commitment = fetched(cursor.fetchone)
         if type(seq) is not int or seq < 1:
             raise IntegrityError("the row sequence returned a value that is not a seq")
         return seq, None if commitment is None else blob(commitment)
