@@ -52,11 +52,13 @@ class PgReads:
             self._connection, self._begun, self._own = joined.connection, True, False
         else:
             self._connection = self._store.pool.get()
+            self._store.set_snapshot(self)  # the thread's queries meanwhile (its keys) join it: one connection
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
         if not self._own:
             return
+        self._store.set_snapshot(None)
         connection, self._connection = self._connection, None
         try:
             if self._begun and error is None:
