@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from keys.testing import MemoryKeyring
-from vault import Principal, Vault, VaultError
+from vault import IntegrityError, Principal, Vault, VaultError
 
 pytestmark = pytest.mark.postgres
 ALICE = Principal("alice")
@@ -19,6 +19,26 @@ UNLOADABLE = {
     "JSON nested deeper than Python parses": "ALTER TABLE rows ALTER COLUMN id TYPE json USING "
                                              "(repeat('[', 3000) || repeat(']', 3000))::json",
 }
+# run in the vault's own session by a trigger on a put: from then on, that connection's unqualified key_tombstones
+# is a temporary view that drops every insert and shows the real (empty) table
+POISON = """CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+    CREATE TEMP VIEW key_tombstones AS SELECT * FROM {schema}.key_tombstones;
+    CREATE RULE drop_all AS ON INSERT TO key_tombstones DO INSTEAD NOTHING;
+    RETURN NEW; END $$"""
+
+
+PLANTED_BEFORE_OPEN = {
+    "trigger": "CREATE TRIGGER t BEFORE DELETE ON rows FOR EACH ROW "
+               "EXECUTE FUNCTION suppress_redundant_updates_trigger()",
+    "rule": "CREATE RULE keep AS ON DELETE TO chunks DO INSTEAD NOTHING",
+    "row security policy": "CREATE POLICY p ON deletions USING (true)",
+    "row level security": "ALTER TABLE key_tombstones ENABLE ROW LEVEL SECURITY",
+    "view in place of a table": "ALTER TABLE owner_keys RENAME TO kept; CREATE VIEW owner_keys AS SELECT * FROM kept",
+}
+
+
+def owner_entries(ring: MemoryKeyring) -> list[str]:
+    return sorted(user for service, user in ring.secrets if service.endswith("/owner-key"))
 
 
 @pytest.mark.parametrize("alteration", sorted(UNLOADABLE))
@@ -29,3 +49,56 @@ def test_a_column_the_driver_cannot_load_fails_as_a_vault_error(pg_location, pg_
         for call in (lambda: vault.read(ALICE, row), lambda: vault.list_for_turn(ALICE, "t")):
             with pytest.raises(VaultError):  # never psycopg.DataError, never RecursionError
                 call()
+
+
+@pytest.mark.parametrize("planted", sorted(PLANTED_BEFORE_OPEN))
+def test_a_database_holding_objects_the_vault_did_not_make_is_refused_at_open(pg_location, pg_admin, planted):
+    ring = MemoryKeyring()
+    Vault.open(pg_location, keyring_backend=ring).close()
+    pg_admin.execute(PLANTED_BEFORE_OPEN[planted])
+    with pytest.raises(IntegrityError, match="did not make"):
+        Vault.open(pg_location, keyring_backend=ring)
+
+
+def test_a_rule_planted_after_open_cannot_make_a_shred_keep_the_owners_keys(pg_location, pg_admin):
+    ring = MemoryKeyring()
+    with Vault.open(pg_location, keyring_backend=ring) as vault:
+        vault.put(ALICE, "t", 1, "x", "shred me")
+        pg_admin.execute("CREATE RULE keep AS ON INSERT TO key_tombstones DO INSTEAD NOTHING")
+        with pytest.raises(IntegrityError):
+            vault.shred_owner("alice")  # refused, rolled back: never "done" with the key still in the keyring
+        pg_admin.execute("DROP RULE keep ON key_tombstones")
+        assert vault.shred_owner("alice") == 1
+    assert owner_entries(ring) == []
+
+
+def test_a_temporary_view_planted_in_the_vaults_session_cannot_make_a_shred_keep_the_owners_keys(pg_location,
+                                                                                                pg_admin):
+    ring = MemoryKeyring()
+    schema = pg_admin.execute("SELECT current_schema()").fetchone()[0]
+    with Vault.open(pg_location, keyring_backend=ring, pool_size=1) as vault:
+        vault.put(ALICE, "t", 1, "x", "shred me")
+        pg_admin.execute(POISON.format(schema=schema))
+        pg_admin.execute("CREATE TRIGGER p AFTER INSERT ON summaries FOR EACH ROW EXECUTE FUNCTION poison()")
+        vault.put(ALICE, "t", 2, "x", "runs the trigger in the vault's session")
+        pg_admin.execute("DROP TRIGGER p ON summaries")  # gone: only the vault's own session holds the view
+        try:
+            vault.shred_owner("alice")
+        except IntegrityError:  # refused, and the altered session is never used again
+            vault.shred_owner("alice")
+    assert owner_entries(ring) == []  # the shred that returned destroyed the key
+
+
+def test_a_trigger_planted_after_open_that_puts_deleted_rows_back_fails_the_delete(pg_location, pg_admin, clock):
+    with Vault.open(pg_location, keyring_backend=MemoryKeyring(), clock=clock) as vault:
+        kept = vault.put(ALICE, "t", 1, "x", "delete me").id
+        vault.put(ALICE, "t", 2, "x", "expire me", ttl_seconds=1)
+        pg_admin.execute("CREATE FUNCTION back() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                         "INSERT INTO rows SELECT OLD.*; RETURN OLD; END $$")
+        pg_admin.execute("CREATE TRIGGER back AFTER DELETE ON rows FOR EACH ROW EXECUTE FUNCTION back()")
+        with pytest.raises(IntegrityError):
+            vault.delete(ALICE, kept)
+        clock.advance(2)
+        with pytest.raises(IntegrityError):
+            vault.gc()
+    assert pg_admin.execute("SELECT count(*) FROM rows").fetchone()[0] == 2  # nothing reported gone that remains

@@ -112,6 +112,7 @@ class PostgresCommitments:
             tx._run("DELETE FROM owner_keys WHERE owner_tag = %s AND version = ANY(%s)", (owner_tag, sorted(versions)))
             if everything:
                 tx._run("DELETE FROM owners WHERE owner_tag = %s", (owner_tag,))
+            tx.must_stick = True  # the sweep deletes the keyring entries of the tombstones it then finds
 
     def tombstones(self, owner_tag: bytes | None, unswept_only: bool) -> list[tuple[bytes, int, bool]]:
         """(owner tag, version, swept) of destroyed versions, of one owner or all."""

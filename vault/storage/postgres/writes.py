@@ -14,7 +14,7 @@ from vault.storage.base import StoredRow
 from vault.storage.postgres import sql
 from vault.storage.postgres.connections import TRANSLATE, fetched
 from vault.storage.postgres.rows import FLUSH_BYTES, PgReads, with_summaries
-from vault.storage.postgres.schema import OWNER_LOCK_CLASS
+from vault.storage.postgres.schema import OWNER_LOCK_CLASS, check_foreign_objects
 from vault.storage.sqlite.schema import blob, check_columns
 
 
@@ -35,6 +35,7 @@ class PgWriteTx(PgReads):
         self._chunk_bytes = 0
         self._locked: set[tuple[int, int]] = set()
         self.deleted = False
+        self.must_stick = False  # it deletes rows, writes a ledger or destroys keys: checked before it commits
 
     def __enter__(self) -> PgWriteTx:
         if self._store.open_transaction() is not None:
@@ -64,6 +65,9 @@ class PgWriteTx(PgReads):
             return
         connection = self.connection
         try:
+            if self.must_stick:  # a trigger or rule, or a table in another's place, could undo or copy it
+                self._before_statement()
+                self._check_tables(connection)
             with TRANSLATE, connection.pipeline():
                 if not self._begun:
                     connection.execute(self.BEGIN)
@@ -73,6 +77,17 @@ class PgWriteTx(PgReads):
         except BaseException:
             with contextlib.suppress(psycopg.Error):
                 connection.execute("ROLLBACK")
+            raise
+
+    def _check_tables(self, connection: psycopg.Connection) -> None:
+        """IntegrityError (the connection closed: its own session may be what was altered, a temporary table
+        planted in it) when the vault's tables carry or are shadowed by objects it did not make."""
+        try:
+            with TRANSLATE:
+                check_foreign_objects(connection, self._store.home)
+        except IntegrityError:
+            with contextlib.suppress(psycopg.Error):
+                connection.close()
             raise
 
     def _send_queued(self) -> None:
@@ -176,6 +191,7 @@ class PgWriteTx(PgReads):
         """Store (or replace) the owner's deletion ledger."""
         self.lock_owner(owner_tag)
         self._run(sql.UPSERT_LEDGER, (owner_tag, ledger.counter, ledger.body, ledger.tag))
+        self.must_stick = True
 
 
 def delete_seqs(tx: PgWriteTx, seqs: list[int]) -> None:
@@ -186,4 +202,4 @@ def delete_seqs(tx: PgWriteTx, seqs: list[int]) -> None:
     cursor = tx._pipelined([(sql.DELETE_CHUNKS, (seqs,)), (sql.DELETE_SUMMARIES, (seqs,)), (sql.DELETE_ROWS, (seqs,))])
     if cursor.rowcount != len(seqs):
         raise IntegrityError("a delete left rows it was asked to remove (the database was altered to keep them)")
-    tx.deleted = True
+    tx.deleted = tx.must_stick = True
