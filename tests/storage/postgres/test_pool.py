@@ -87,3 +87,15 @@ def test_libpq_environment_variables_fill_in_what_the_url_leaves_out(pg_schemas,
             monkeypatch.setenv(variable, str(parts[name]))
     with Vault.open("postgresql://", keyring_backend=ring) as vault:
         assert vault.read(ALICE, rep.id).content == "found through the environment"
+
+
+def test_a_read_with_no_key_cached_needs_no_second_connection(pg_schemas):
+    """A read holds its snapshot's connection while it loads the owner's keys; those queries join it. Before, they
+    took a second one: with pool_size=1 every such read waited 30 s for itself and failed, and with as many such
+    reads at once as connections, all of them did."""
+    location, ring = pg_schemas("v"), MemoryKeyring()
+    with Vault.open(location, keyring_backend=ring, pool_size=1) as vault:
+        rep = vault.put(ALICE, "t", 0, "tool", "hello")
+    with Vault.open(location, keyring_backend=ring, pool_size=1) as vault:  # nothing of alice's cached
+        assert vault.read(ALICE, rep.id).content == "hello"
+        assert [row.id for row in vault.list_for_turn(ALICE, "t")] == [rep.id]

@@ -8,7 +8,7 @@ transaction, before any key is written)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
 from vault.errors import StorageError
@@ -32,6 +32,7 @@ _LIVE = ("SELECT version, check_value FROM owner_keys WHERE owner_tag = %(tag)s 
 _PENDING = ("SELECT 1 FROM key_reservations r WHERE owner_tag = %(tag)s AND version = %(v)s "
             "AND NOT EXISTS (SELECT 1 FROM owner_keys WHERE owner_tag = %(tag)s AND version = %(v)s) "
             "AND NOT EXISTS (SELECT 1 FROM key_tombstones WHERE owner_tag = %(tag)s AND version = %(v)s)")
+KEY_LOCK = "SELECT pg_advisory_xact_lock(%s, %s)"
 _TOMBSTONE = ("INSERT INTO key_tombstones (owner_tag, version, check_value, swept) VALUES (%(tag)s, %(v)s, "
               "coalesce((SELECT check_value FROM owner_keys WHERE owner_tag = %(tag)s AND version = %(v)s), "
               "'\\x'::bytea), false) ON CONFLICT DO NOTHING")
@@ -45,14 +46,10 @@ class PostgresCommitments:
 
     @contextmanager
     def _writing(self, owner_tag: bytes | None = None) -> Iterator[PgWriteTx]:
-        """The thread's open write transaction, else a new one; the owner's lock taken in it."""
+        """The thread's open write transaction, else a new one; with ``owner_tag``, the key lock and then the
+        owner's lock taken in it (in that order, as key creation takes them: writes.PgWriteTx.lock_keys)."""
         joined = self._store.open_transaction()
-        if isinstance(joined, PgWriteTx):
-            if owner_tag is not None:
-                joined.lock_keys(owner_tag)
-            yield joined
-            return
-        with self._store.transaction() as tx:
+        with nullcontext(joined) if isinstance(joined, PgWriteTx) else self._store.transaction() as tx:
             if owner_tag is not None:
                 tx.lock_keys(owner_tag)
             yield tx
@@ -64,7 +61,7 @@ class PostgresCommitments:
     @contextmanager
     def _key_locked(self) -> Iterator[PgWriteTx]:
         with self._store.transaction() as tx:
-            tx._run("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, KEYS_LOCK))
+            tx._run(KEY_LOCK, (LOCK_CLASS, KEYS_LOCK))
             tx._locked.add((LOCK_CLASS, KEYS_LOCK))
             yield tx
 
@@ -101,7 +98,10 @@ class PostgresCommitments:
     def tombstone_owner_versions(self, owner_tag: bytes, versions: set[int] | None) -> None:
         """Destroy ``versions`` in the database (a tombstone each, the commitment dropped); None: every version
         the owner ever had or reserved, and the owner's registration. Deleting a key's row waits for every put
-        holding it FOR SHARE."""
+        holding it FOR SHARE. A shred (None) also takes the key lock first, which key creation and rotation hold
+        from their reservation check to their commitment: a version made on another host meanwhile is either
+        committed before the shred reads the versions (and destroyed with them), or refused after it; without
+        the lock its commitment could land after the shred, its keyring entry written after the sweep."""
         with self._writing(owner_tag) as tx:
             everything = versions is None
             if versions is None:
@@ -113,6 +113,8 @@ class PostgresCommitments:
             tx._run("DELETE FROM owner_keys WHERE owner_tag = %s AND version = ANY(%s)", (owner_tag, sorted(versions)))
             if everything:
                 tx._run("DELETE FROM owners WHERE owner_tag = %s", (owner_tag,))
+            # the sweep deletes the keyring entries of the tombstones it then finds
+            tx.must_stick |= {"key_tombstones", "owner_keys", "owners", "key_reservations"}
 
     def tombstones(self, owner_tag: bytes | None, unswept_only: bool) -> list[tuple[bytes, int, bool]]:
         """(owner tag, version, swept) of destroyed versions, of one owner or all."""

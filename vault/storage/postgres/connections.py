@@ -12,8 +12,9 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 from vault.errors import IntegrityError, InvalidArgument, QuotaExceeded, StorageError
 
@@ -24,6 +25,7 @@ try:
 except ImportError:  # the optional extra is not installed: said when a PostgreSQL location is opened
     psycopg = None  # type: ignore[assignment]
 
+T = TypeVar("T")
 log = logging.getLogger("scratchvault")
 CONNECT_TIMEOUT = 10  # seconds to reach the server (libpq's connect_timeout), unless the URL says otherwise
 STATEMENT_TIMEOUT_MS = 60_000  # a statement (a lock wait included) that takes longer is cancelled: StorageError
@@ -173,6 +175,24 @@ def translated() -> Iterator[None]:
     """``TRANSLATE`` as a generator-friendly context manager."""
     with TRANSLATE:
         yield
+
+
+def fetched(fetch: Callable[[], T]) -> T:
+    """``fetch()`` (rows of a result, which psycopg converts from the server's binary values as they are fetched),
+    its failures as VaultErrors: a value the driver cannot convert (a column whose type a writer of the database
+    changed: a date past year 9999, JSON nested deeper than Python parses) is an IntegrityError, never the
+    driver's DataError or Python's RecursionError."""
+    try:
+        return fetch()
+    except psycopg.Error as error:
+        if isinstance(error, psycopg.DataError) and not getattr(error, "sqlstate", None):
+            raise IntegrityError(UNLOADABLE) from None  # raised by a loader, not by the server
+        raise translate(error) from None
+    except (ValueError, TypeError, ArithmeticError, RecursionError, MemoryError):  # a loader's own error
+        raise IntegrityError(UNLOADABLE) from None
+
+
+UNLOADABLE = "a value the PostgreSQL server returned is not of its column's type (the table was altered)"
 
 
 def is_retryable(error: BaseException) -> bool:

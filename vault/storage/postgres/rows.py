@@ -24,7 +24,7 @@ from keys import SealedLedger
 from vault.errors import IntegrityError, StorageError
 from vault.storage.base import ListedRow, RowSeqs, StoredRow
 from vault.storage.postgres import sql
-from vault.storage.postgres.connections import TRANSLATE
+from vault.storage.postgres.connections import TRANSLATE, fetched
 from vault.storage.sqlite.schema import blob, check_columns, sealed_ledger
 
 if TYPE_CHECKING:
@@ -52,11 +52,13 @@ class PgReads:
             self._connection, self._begun, self._own = joined.connection, True, False
         else:
             self._connection = self._store.pool.get()
+            self._store.set_snapshot(self)  # the thread's queries meanwhile (its keys) join it: one connection
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
         if not self._own:
             return
+        self._store.set_snapshot(None)
         connection, self._connection = self._connection, None
         try:
             if self._begun and error is None:
@@ -110,10 +112,10 @@ class PgReads:
         """What must go before any other statement (a write transaction's queued inserts)."""
 
     def _one(self, statement: str, parameters: Any = None) -> tuple | None:
-        return self._run(statement, parameters).fetchone()
+        return fetched(self._run(statement, parameters).fetchone)
 
     def _all(self, statement: str, parameters: Any = None) -> list[tuple]:
-        return self._run(statement, parameters).fetchall()
+        return fetched(self._run(statement, parameters).fetchall)
 
     def find_row(self, row_id: bytes, seq: int) -> StoredRow | None:
         """The row at the seq its id names, if it stores this very id (compared in constant time first)."""
@@ -164,11 +166,11 @@ class PgReads:
         self._run("SELECT 1")  # the transaction begun: a named cursor lives inside it
         with TRANSLATE:
             cursor = self.connection.cursor(f"scratchvault_read_{next(_cursor_names)}", binary=True)
-        cursor.itersize = STREAM_AFTER
         try:
             with TRANSLATE:
                 cursor.execute(sql.SELECT_CHUNKS, (seq, first, last))
-                for index, sealed in cursor:
+            while batch := fetched(lambda: cursor.fetchmany(STREAM_AFTER)):
+                for index, sealed in batch:
                     yield index, blob(sealed)
         finally:
             with TRANSLATE:

@@ -8,6 +8,8 @@ not compress, so trying costs time for nothing. Row seqs come from a sequence an
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import psycopg
 
 from vault.errors import IntegrityError, StorageError
@@ -57,21 +59,34 @@ ALTER TABLE summaries ALTER COLUMN sealed SET STORAGE EXTERNAL;
 ALTER TABLE chunks ALTER COLUMN sealed SET STORAGE EXTERNAL;
 ALTER TABLE deletions ALTER COLUMN body SET STORAGE EXTERNAL
 """
-# what can keep or copy a row a delete removes, on one of the vault's tables: a trigger or a rule
+# where the vault's tables live: the schema holding its version table, else the one its DDL would create them in
+HOME = ("SELECT coalesce((SELECT relnamespace::regnamespace::text FROM pg_class "
+        "WHERE oid = to_regclass('scratchvault_schema')), quote_ident(current_schema()))")
+# what can keep or copy a row a delete removes, or take the place of one of the vault's tables: a trigger, rule or
+# row security on one, a view or other relation instead of one, or another relation of its name that the session
+# finds first (its temporary schema, or a schema earlier on its search_path)
 FOREIGN_OBJECTS = """
-SELECT 'trigger' FROM pg_trigger t WHERE NOT t.tgisinternal AND t.tgrelid = ANY(%(tables)s)
-UNION ALL SELECT 'rule' FROM pg_rewrite r WHERE r.ev_class = ANY(%(tables)s) AND r.rulename <> '_RETURN'
-UNION ALL SELECT 'row security policy' FROM pg_policy p WHERE p.polrelid = ANY(%(tables)s)
+WITH ours AS (SELECT to_regclass(name) AS found, to_regclass(%(home)s || '.' || quote_ident(name)) AS table_oid
+              FROM unnest(%(tables)s::text[]) AS name)
+SELECT 'trigger' FROM pg_trigger t JOIN ours ON t.tgrelid = ours.table_oid WHERE NOT t.tgisinternal
+UNION ALL SELECT 'rule' FROM pg_rewrite r JOIN ours ON r.ev_class = ours.table_oid WHERE r.rulename <> '_RETURN'
+UNION ALL SELECT 'row security policy' FROM pg_policy p JOIN ours ON p.polrelid = ours.table_oid
+UNION ALL SELECT CASE WHEN c.relkind <> 'r' THEN 'view or other relation in place of a table'
+                      ELSE 'row level security' END
+    FROM pg_class c JOIN ours ON c.oid = ours.table_oid WHERE c.relkind <> 'r' OR c.relrowsecurity
+UNION ALL SELECT 'relation of the same name found first on the search path' FROM ours
+    WHERE found IS DISTINCT FROM table_oid
 """
 OUR_TABLES = ("SELECT array_agg(to_regclass(name)::oid) FILTER (WHERE to_regclass(name) IS NOT NULL) "
               "FROM unnest(%s::text[]) AS name")
 
 
-def migrate(connection: psycopg.Connection) -> None:
+def migrate(connection: psycopg.Connection) -> str:
     """Create missing tables and record the schema version, under an advisory lock (PostgreSQL DDL is
-    transactional: two hosts opening one new database make it once). A database of a newer scratchvault, or one
-    whose tables carry a trigger, rule or policy, is refused."""
+    transactional: two hosts opening one new database make it once); returns the schema the tables are in (quoted).
+    A database of a newer scratchvault, or one whose tables carry a trigger, rule or policy, is refused."""
     connection.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATE_LOCK))
+    home = connection.execute(HOME).fetchone()[0]
     found = None
     if connection.execute("SELECT to_regclass('scratchvault_schema')").fetchone()[0] is not None:
         versions = [version for (version,) in connection.execute("SELECT version FROM scratchvault_schema")]
@@ -80,18 +95,24 @@ def migrate(connection: psycopg.Connection) -> None:
         found = versions[0] if versions else None
     if found is not None and found > SCHEMA_VERSION:
         raise StorageError("the database was written by a newer scratchvault; upgrade to open it")
-    check_foreign_objects(connection)
+    check_foreign_objects(connection, home)
     if found != SCHEMA_VERSION:
         connection.execute(DDL)
         connection.execute("DELETE FROM scratchvault_schema")
         connection.execute("INSERT INTO scratchvault_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+    return home
 
 
-def check_foreign_objects(connection: psycopg.Connection) -> None:
-    """IntegrityError when a trigger, rule or row security policy sits on one of the vault's tables: it could
-    keep or copy the rows a delete removes (the role that owns the tables, or a superuser, put it there)."""
-    tables = connection.execute(OUR_TABLES, (list(TABLES),)).fetchone()[0] or []
-    foreign = sorted({kind for (kind,) in connection.execute(FOREIGN_OBJECTS, {"tables": tables})})
+def check_foreign_objects(connection: psycopg.Connection, home: str | None = None,
+                          tables: Sequence[str] = TABLES) -> None:
+    """IntegrityError when a trigger, rule or row security sits on one of the vault's tables (in ``home``, the
+    quoted schema; None: where they are found), or another relation takes the place of one: it could keep or copy
+    the rows a delete removes (the role that owns the tables, or a superuser, put it there). ``tables``: which of
+    them (all, when the store opens; a write's own, before it commits). Run when the store
+    opens, and before a write that must stick (a delete, a ledger, a key's destruction) commits: by then no
+    trigger, rule or policy can be added to or dropped from a table it wrote until it ends."""
+    home = home or connection.execute(HOME).fetchone()[0]
+    foreign = sorted({kind for (kind,) in connection.execute(FOREIGN_OBJECTS, {"home": home, "tables": list(tables)})})
     if foreign:
         raise IntegrityError(f"the database holds schema objects scratchvault did not make ({', '.join(foreign)}) "
                              "on its tables: they can keep rows a delete removes, or copy them; refusing it. Drop "

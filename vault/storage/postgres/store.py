@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
 from vault.errors import StorageError
@@ -39,11 +40,12 @@ class PostgresStore:
         self.pool = Pool(url, pool_size)
         self._local = threading.local()
         self.commitments = PostgresCommitments(self)
+        self.home: str | None = None  # the schema of the vault's tables (quoted), known once migrate ran
         try:
             with self.transaction() as tx:
                 tx._run("SELECT 1")
                 with TRANSLATE:
-                    migrate(tx.connection)
+                    self.home = migrate(tx.connection)
         except BaseException:
             self.pool.close()
             raise
@@ -59,17 +61,27 @@ class PostgresStore:
     def set_transaction(self, tx: PgReads | None) -> None:
         self._local.tx = tx
 
+    def set_snapshot(self, reads: PgReads | None) -> None:
+        """Record (None: forget) this thread's open read snapshot."""
+        self._local.reads = reads
+
     def transaction(self) -> PgWriteTx:
         """A write transaction (READ COMMITTED; per-owner locks); commits when the block ends."""
         return PgWriteTx(self)
 
-    def snapshot(self) -> PgReads:
-        """A read snapshot (REPEATABLE READ READ ONLY); inside this thread's write transaction, that transaction."""
+    def snapshot(self) -> AbstractContextManager[PgReads]:
+        """A read snapshot (REPEATABLE READ READ ONLY); inside this thread's write transaction, that transaction;
+        inside its open snapshot, that snapshot."""
+        reads = getattr(self._local, "reads", None)
+        if reads is not None and self.open_transaction() is None:
+            return nullcontext(reads)
         return PgReads(self)
 
     def query(self, statement: str, parameters: Any = ()) -> list[tuple]:
-        """One statement inside this thread's open transaction, else on its own (autocommit)."""
-        joined = self.open_transaction()
+        """One statement inside this thread's open transaction or snapshot, else in a snapshot of its own. A read
+        loading its owner's keys so never takes a second connection while it holds one: with as many such reads
+        at once as the pool has connections, each would wait for the others until the pool's timeout."""
+        joined = self.open_transaction() or getattr(self._local, "reads", None)
         if joined is not None:
             return joined._all(statement, parameters)
         with self.snapshot() as reads:

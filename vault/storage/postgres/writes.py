@@ -12,9 +12,9 @@ from keys import SealedLedger
 from vault.errors import IntegrityError, StorageError
 from vault.storage.base import StoredRow
 from vault.storage.postgres import sql
-from vault.storage.postgres.connections import TRANSLATE
+from vault.storage.postgres.connections import TRANSLATE, fetched
 from vault.storage.postgres.rows import FLUSH_BYTES, PgReads, with_summaries
-from vault.storage.postgres.schema import KEYS_LOCK, LOCK_CLASS, OWNER_LOCK_CLASS, TABLES
+from vault.storage.postgres.schema import KEYS_LOCK, LOCK_CLASS, OWNER_LOCK_CLASS, TABLES, check_foreign_objects
 from vault.storage.sqlite.schema import blob, check_columns
 
 
@@ -35,6 +35,7 @@ class PgWriteTx(PgReads):
         self._chunk_bytes = 0
         self._locked: set[tuple[int, int]] = set()
         self.deleted = False
+        self.must_stick: set[str] = set()  # tables it deleted from, a ledger, destroyed keys: checked before COMMIT
 
     def __enter__(self) -> PgWriteTx:
         if self._store.open_transaction() is not None:
@@ -64,6 +65,9 @@ class PgWriteTx(PgReads):
             return
         connection = self.connection
         try:
+            if self.must_stick:  # a trigger or rule on them, or a table in their place, could undo or copy it
+                self._before_statement()
+                self._check_tables(connection)
             with TRANSLATE, connection.pipeline():
                 if not self._begun:
                     connection.execute(self.BEGIN)
@@ -73,6 +77,19 @@ class PgWriteTx(PgReads):
         except BaseException:
             with contextlib.suppress(psycopg.Error):
                 connection.execute("ROLLBACK")
+            raise
+
+    def _check_tables(self, connection: psycopg.Connection) -> None:
+        """IntegrityError (the connection closed: its own session may be what was altered, a temporary table
+        planted in it) when the tables this transaction must change for good carry or are shadowed by objects the
+        vault did not make (only those: a shred's keys still go when a trigger sits on rows, and its row delete
+        then fails)."""
+        try:
+            with TRANSLATE:
+                check_foreign_objects(connection, self._store.home, sorted(self.must_stick))
+        except IntegrityError:
+            with contextlib.suppress(psycopg.Error):
+                connection.close()
             raise
 
     def _send_queued(self) -> None:
@@ -121,8 +138,7 @@ class PgWriteTx(PgReads):
         statements = [] if key in self._locked else [(sql.OWNER_LOCK, key)]
         cursor = self._pipelined([*statements, (sql.NEXT_ROW, (owner_tag, key_version))])
         self._locked.add(key)
-        with TRANSLATE:
-            seq, commitment = cursor.fetchone()
+        seq, commitment = fetched(cursor.fetchone)
         if type(seq) is not int or seq < 1:
             raise IntegrityError("the row sequence returned a value that is not a seq")
         return seq, None if commitment is None else blob(commitment)
@@ -187,6 +203,7 @@ class PgWriteTx(PgReads):
         """Store (or replace) the owner's deletion ledger."""
         self.lock_owner(owner_tag)
         self._run(sql.UPSERT_LEDGER, (owner_tag, ledger.counter, ledger.body, ledger.tag))
+        self.must_stick.add("deletions")
 
 
 def delete_seqs(tx: PgWriteTx, seqs: list[int]) -> None:
@@ -205,3 +222,4 @@ def delete_seqs(tx: PgWriteTx, seqs: list[int]) -> None:
     if deleted != len(seqs):
         raise IntegrityError("a delete left rows it was asked to remove (the database was altered to keep them)")
     tx.deleted = True
+    tx.must_stick |= {"rows", "summaries", "chunks"}
