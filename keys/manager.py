@@ -151,6 +151,10 @@ class KeyManager:
         """Delete the keyring entries of destroyed versions (see keys/owner_entries.py)."""
         return self._entries.sweep(owner_tag, everything=everything)
 
+    def sweep_unlisted(self, owner_tag: bytes) -> int:
+        """After a shred, the owner's entries the database does not list (OwnerEntries.destroy_unlisted)."""
+        return self._entries.destroy_unlisted(owner_tag)
+
     def stats(self) -> dict[str, object]:
         """The backend in use and how many entries of destroyed key versions were found again and deleted."""
         return {"keyring_backend": self.backend_name,

@@ -21,6 +21,8 @@ from keys.keyset import OwnerKeyset, parse_single_key
 if TYPE_CHECKING:
     from keys.commitments import KeyCommitments
 
+PROBE_GAP = 16  # versions past the highest one the database knows that a shred still looks for in the keyring
+
 
 class OwnerEntries:
     """Reads, writes once, and deletes the keyring entries of owner key versions."""
@@ -87,6 +89,29 @@ class OwnerEntries:
             self._commitments.mark_swept(tag, [version for version, swept in mine if not swept])
         self._count(late)
         return late
+
+    def destroy_unlisted(self, owner_tag: bytes) -> int:
+        """After a shred: delete every entry of the owner the database does not list as live, found by asking the
+        keyring for each version up to the highest the database knows and PROBE_GAP more (a writer of the
+        database who removed the versions' rows before the shred would otherwise keep their keys). Under the
+        database write lock, so no version is written meanwhile; returns how many were found, and counts them."""
+        with self._commitments.locked():
+            live = set(self._commitments.owner_commitments(owner_tag))
+            top = max([version for tag, version, _ in self._commitments.tombstones(owner_tag, unswept_only=False)
+                       if tag == owner_tag] + list(live) + [0])
+            found, version, misses = 0, 0, 0
+            while version < top or misses < PROBE_GAP:
+                version += 1
+                name = _name(owner_tag, version)
+                if version in live or self._commitments.version_pending(owner_tag, version):
+                    misses = 0
+                elif self._keyring.get(self._service, name) is not None:
+                    self._keyring.delete(self._service, name)
+                    found, misses = found + 1, 0
+                else:
+                    misses += 1
+        self._count(found)
+        return found
 
     def _count(self, found: int) -> None:
         with self._lock:

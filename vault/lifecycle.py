@@ -108,6 +108,7 @@ class KeyLifecycle:
         # under the write lock, serialised with rotation and first keys; on a full disk the store makes room
         owner_tag = self._store.deleting(lambda _tx: self._keys.destroy_owner(user_id))
         self._keys.sweep(owner_tag)
+        self._keys.sweep_unlisted(owner_tag)  # and any entry the database no longer lists (a writer hid it)
         with self._counters.integrity_guard():
             return self._store.delete_owner_rows(owner_tag, progress)
 

@@ -130,8 +130,6 @@ def test_a_role_without_privileges_cannot_hold_the_vaults_key_lock(pg_location, 
         pg_admin.execute("DROP ROLE squatter")
 
 
-@pytest.mark.xfail(strict=True, reason="not fixed (report, keys/): a shred destroys the key versions the database "
-                                       "lists; a writer who removed them first keeps the owner's keys in the keyring")
 def test_a_shred_destroys_the_owners_keys_even_when_a_writer_hid_their_versions(pg_location, pg_admin):
     ring = MemoryKeyring()
     with Vault.open(pg_location, keyring_backend=ring) as vault:
