@@ -1,9 +1,10 @@
 """Pre-populated vaults and kill campaigns for tests/system/test_crash_operations.py.
 
-A ``Template`` is a closed vault (one file: its WAL checkpointed away on close) and its keyring file, populated
-once; every kill runs on a fresh copy of both. ``campaign`` times the operation on copies (un-killed), then kills
-it at ``KILLS`` points spread evenly, with jitter, over 0.02..0.98 of that duration, measured from the start
-the worker announces, and hands every killed copy to the test's checks.
+A ``Template`` is a closed vault and its keyring file, populated once through the API; every kill runs on a fresh
+copy of both, made by the attacker of the store under test (``attacker_for``): on SQLite the one file (its WAL
+checkpointed away on close), on PostgreSQL a copy of the vault's schema. ``campaign`` times the operation on
+copies (un-killed), then kills it at ``KILLS`` points spread evenly, with jitter, over 0.02..0.98 of that
+duration, measured from the start the worker announces, and hands every killed copy to the test's checks.
 """
 
 from __future__ import annotations
@@ -23,14 +24,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.attacks.stores import STORE
 from tests.support.file_keyring import FileKeyring
 from tests.system.crash_ops import Run, Zygote
 from vault import Principal, Record, Vault
 
 CHUNK = 64 * 1024  # plaintext bytes per chunk; the content below is ASCII or binary, so bytes == units
-KILLS = 24  # planned kill points per operation
+# planned kill points per operation; on PostgreSQL every row costs several times more to copy, check and read
+# back (round trips to the server), and fewer points keep its six campaigns near a minute
+KILLS = 24 if STORE == "sqlite" else 12
 SAMPLE = 300  # rows gone from the file, asked for through the API too after each kill (a new draw each time)
-NEEDED_INSIDE = 20  # kills that must land inside the operation
+NEEDED_INSIDE = KILLS * 5 // 6  # kills that must land inside the operation (20 of 24)
+SPREAD = KILLS // 2  # twentieths of the operation's duration the kills must hit (12 of 24)
 TIMINGS = 3  # un-killed runs; the shortest is the duration the kill points are spread over
 
 
@@ -74,21 +79,29 @@ class Group:
 
 @dataclass
 class Template:
-    """A populated vault in ``directory`` (``vault.db``, ``ring.json``) and what each row holds."""
+    """A populated vault named ``directory / "vault.db"`` beside its keyring file ``ring.json``, kept by ``store``
+    (the attacker class ``attacker_for`` gives: a file on SQLite, a schema made for that path on PostgreSQL), and
+    what each row holds."""
 
     directory: Path
+    store: type
     rows: dict[str, Row] = field(default_factory=dict)
 
     @property
-    def db(self) -> Path:
+    def db(self) -> Path:  # the file itself on SQLite, the path its schema is made for on PostgreSQL
         return self.directory / "vault.db"
+
+    @property
+    def location(self) -> str | Path:
+        """What ``Vault.open`` takes to open this vault (on PostgreSQL, asking for it makes a pending copy)."""
+        return self.store(self.db).location
 
     @property
     def ring(self) -> Path:
         return self.directory / "ring.json"
 
     def open(self, clock: Callable[[], float] | None = None) -> Vault:
-        return Vault.open(self.db, keyring_backend=FileKeyring(self.ring), **({"clock": clock} if clock else {}))
+        return Vault.open(self.location, keyring_backend=FileKeyring(self.ring), **({"clock": clock} if clock else {}))
 
     def populate(self, groups: list[Group], clock: Callable[[], float] | None = None) -> None:
         """Put every group's rows, one row of each group in turn so that their seqs (and pages) interleave
@@ -108,12 +121,18 @@ class Template:
         return rep.id
 
     def copy(self, directory: Path) -> Template:
-        """The same vault in a new private directory (db and keyring file), sharing the row table."""
-        directory.mkdir(mode=0o700)
+        """The same vault in a new private directory (the store's copy, and the keyring file), sharing the row
+        table; made now, before any worker opens it."""
         assert not Path(f"{self.db}-wal").exists(), "the template was not closed: its WAL would be left behind"
-        shutil.copy2(self.db, directory / "vault.db")
-        shutil.copy2(self.ring, directory / "ring.json")
-        return Template(directory, self.rows)
+        self.store.copy_tree(self.directory, directory)
+        copied = Template(directory, self.store, self.rows)
+        self.store(copied.db)  # PostgreSQL makes a copied schema when its path is first used: here, not in a worker
+        return copied
+
+    def discard(self) -> None:
+        """Remove this vault: its directory, and what the store made for it (PostgreSQL's schemas)."""
+        self.store.discard(self.directory)
+        shutil.rmtree(self.directory)
 
 
 class Layout:
@@ -129,7 +148,7 @@ class Layout:
     def _scan(self, db: Path, whole: bool) -> dict[str, tuple]:
         """{id: (chunk indexes, and with ``whole`` every stored part: columns, summary, sealed chunks)}."""
         attacker = self._attacker_for(db)
-        assert attacker.intact(), "PRAGMA integrity_check failed"
+        assert attacker.intact(), "the store's integrity check failed (SQLite's PRAGMA, or amcheck)"
         rows, summaries = attacker.rows(), attacker.summaries()
         sealed = attacker.chunks() if whole else dict.fromkeys(
             (seq, index) for seq, indexes in attacker.chunk_indexes().items() for index in indexes)
@@ -257,7 +276,7 @@ def campaign(zygote: Zygote, template: Template, operation: str, args: dict, che
     figures = Figures(operation, durations, runs, states, full_acks, time.monotonic() - began)
     print(figures.line(), f"(seed {seed})")
     assert len(figures.inside) >= NEEDED_INSIDE, figures.line()
-    assert figures.twentieths() >= 12, f"the kills bunched together: {figures.line()}"
+    assert figures.twentieths() >= SPREAD, f"the kills bunched together: {figures.line()}"
     return figures
 
 
@@ -265,11 +284,12 @@ def _checked(zygote: Zygote, template: Template, operation: str, args: dict, che
              fraction: float | None, duration: float, states: Counter[str] | None = None) -> Run:
     """One run on a fresh copy, killed at ``fraction`` of ``duration`` (None: after its end), then checked."""
     copy = template.copy(directory)
-    run = zygote.run(copy.db, copy.ring, operation, args, fraction, duration)
+    run = zygote.run(copy.location, copy.ring, operation, args, fraction, duration)
+    copy.store(copy.db).settle()  # PostgreSQL: the killed worker's session may still be committing
     state = check(copy, run)
     if states is not None:
         states[state] += 1
-    shutil.rmtree(copy.directory)
+    copy.discard()
     return run
 
 

@@ -50,7 +50,7 @@ def _operate(vault, operation: str, args: dict) -> None:
     elif operation == "shred":
         vault.shred_owner(args["user"], progress=ack)
     elif operation == "rewrap":
-        vault.rewrap(progress=ack)
+        vault.rewrap(progress=ack, **args)
     elif operation == "extend":
         ack(vault.extend_turn(Principal(args["user"]), args["turn"], args["ttl"]))
     elif operation == "delete":
@@ -82,10 +82,15 @@ def _work(request: dict) -> None:
 
 
 def serve() -> None:
-    """The zygote: import once, then fork a worker per request line (JSON) and report its pid and exit."""
+    """The zygote: import once, shrink the store's batch sizes as its argument (JSON) says, then fork a worker per
+    request line (JSON) and report its pid and exit."""
     import tests.support.file_keyring  # noqa: F401  (imported before the fork, not after)
     import vault  # noqa: F401
+    from tests.attacks.stores import store_module
 
+    for name, size in json.loads(sys.argv[1]).items():
+        assert isinstance(getattr(store_module(), name), int), f"no batch size {name}"
+        setattr(store_module(), name, size)
     _say("ready")
     for line in sys.stdin:
         request = json.loads(line)
@@ -128,9 +133,10 @@ class Run:
 class Zygote:
     """The test process's side: start the zygote, have it run operations, kill them."""
 
-    def __init__(self, errors: Path) -> None:
+    def __init__(self, errors: Path, batches: dict[str, int] | None = None) -> None:
+        """``batches``: sizes set in the store's module (tests/attacks/stores.py) before any worker forks."""
         self._errors = open(errors, "w+")
-        self._child = subprocess.Popen([sys.executable, "-c", ZYGOTE], stdin=subprocess.PIPE,
+        self._child = subprocess.Popen([sys.executable, "-c", ZYGOTE, json.dumps(batches or {})], stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, stderr=self._errors, text=True, env=child_env())
         self._lines: queue.Queue[str] = queue.Queue()
         self._worker: int | None = None  # the pid of the worker not yet reaped
@@ -149,7 +155,7 @@ class Zygote:
         self._errors.seek(0)
         return self._errors.read()[-3000:]
 
-    def run(self, db: Path, ring: Path, operation: str, args: dict, fraction: float | None,
+    def run(self, db: str | Path, ring: Path, operation: str, args: dict, fraction: float | None,
             duration: float = 0.0) -> Run:
         """Run ``operation`` in a worker on this copy; kill it at ``fraction`` of ``duration`` after its start,
         or (``fraction`` None) once it has ended."""

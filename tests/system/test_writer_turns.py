@@ -26,6 +26,9 @@ from tests.support.repository import calling, child_env
 from vault import Principal, StorageError, Vault
 from vault.storage.sqlite import writers
 
+pytestmark = pytest.mark.sqlite_only("the SQLite store's one write lock and its queue of writers (vault/storage/sqlite/"
+                                     "writers.py), observed through it; PostgreSQL has neither by design: writers of "
+                                     "different owners never wait, one owner's queue on its advisory lock")
 ALICE, CAROL = Principal("alice"), Principal("carol")
 HOLDER = calling("tests.system.test_writer_turns.holder_main")
 
