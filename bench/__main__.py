@@ -1,5 +1,6 @@
-"""``python -m bench [--quick]``: run the benchmark and print the table of ratios; ``--load [--seconds N]``: the
-contention run of bench/load.py instead."""
+"""``python -m bench [--quick] [--repeat N]``: run the benchmark and print the table of ratios (medians of N runs);
+``--postgres URL``: the same against PostgreSQL (bench/pg_run.py); ``--load [--seconds N]``: the contention run of
+bench/load.py instead."""
 
 import sys
 

@@ -2,24 +2,24 @@
 
 Prints medians and the ratio vault / baseline for every case of issue 3, peak memory for the large cases,
 and, separately, what the real OS keyring costs. Uses the in-memory keyring for the ratios so that D-Bus
-latency does not hide the vault's own cost.
+latency does not hide the vault's own cost. ``--postgres URL``: the same cases over PostgreSQL (bench/pg_run.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from bench import load, memory
+from bench import load, memory, report
 from bench.baseline import PlainStore
+from bench.report import Memory, Row
 from keys.testing import MemoryKeyring
 from vault import KeyUnavailable, Principal, Vault
 
@@ -27,19 +27,8 @@ KIB, MIB = 1024, 1024 * 1024
 SLICE = 2000
 OWNER = Principal("bench-user")
 
-
-@dataclass
-class Row:
-    """One line of the result table."""
-
-    case: str
-    baseline_ms: float | None
-    vault_ms: float
-    target: float | None
-
-    @property
-    def ratio(self) -> float | None:
-        return None if self.baseline_ms is None else self.vault_ms / self.baseline_ms
+if TYPE_CHECKING:
+    from bench.pg_baseline import PlainPgStore  # psycopg: the optional extra, imported only with --postgres
 
 
 def median_ms(operation: Callable[[], object], runs: int, settle: bool = False) -> float:
@@ -81,15 +70,33 @@ def text_of(size: int) -> str:
 
 
 class Bench:
-    """The two stores side by side in one private temporary directory."""
+    """The vault and its plaintext baseline side by side, on the same data."""
 
-    def __init__(self, directory: Path, quick: bool) -> None:
+    def __init__(self, vault: Vault, plain: PlainStore | PlainPgStore, quick: bool) -> None:
         self.quick = quick
         self.runs = 3 if quick else 7
-        self.vault = Vault.open(directory / "vault.db", keyring_backend=MemoryKeyring(), max_read=SLICE)
-        self.plain = PlainStore(directory / "plain.db")
+        self.vault, self.plain = vault, plain
         self.rows: list[Row] = []
-        self.memory: list[tuple[str, float, float, float]] = []
+        self.memory: list[Memory] = []
+
+    @classmethod
+    def sqlite(cls, directory: Path, quick: bool) -> Bench:
+        """The vault's SQLite file and the plaintext SQLite baseline, in ``directory``."""
+        vault = Vault.open(directory / "vault.db", keyring_backend=MemoryKeyring(), max_read=SLICE)
+        return cls(vault, PlainStore(directory / "plain.db"), quick)
+
+    def run(self, started: float, more: tuple[Callable[[], object], ...] = ()) -> Bench:
+        """Every case, in order (``more`` after the listing), saying on stderr when each stage is done; the stores
+        are closed after."""
+        stages = (self.puts, self.slices, self.full_reads, self.listing, *more, self.gc, self.rewrap, self.peak_memory)
+        try:
+            for stage in stages:
+                stage()
+                print(f"  {stage.__name__} done ({time.time() - started:.0f} s)", file=sys.stderr)
+        finally:
+            self.vault.close()
+            self.plain.close()
+        return self
 
     def add(self, case: str, vault_op: Callable[[], object], plain_op: Callable[[], object] | None,
             target: float | None, runs: int | None = None, settle: bool = False) -> Row:
@@ -193,9 +200,10 @@ class Bench:
         text = text_of(size)
         vault_id = self.vault.put(OWNER, "mem", 0, "x", text).id
         plain_id = self.plain.put("mem", 0, "x", text)
-        self.memory.append((f"head 2,000 chars of {_size(size)}",
-                            memory.peak_growth_mib(lambda: self.plain.read(plain_id, 0, SLICE)),
-                            memory.peak_growth_mib(lambda: self.vault.read(OWNER, vault_id, "head", n=SLICE)), 4))
+        self.memory.append(Memory(f"head 2,000 chars of {_size(size)}",
+                                  memory.peak_growth_mib(lambda: self.plain.read(plain_id, 0, SLICE)),
+                                  memory.peak_growth_mib(lambda: self.vault.read(OWNER, vault_id, "head", n=SLICE)),
+                                  4))
         source = Path(tempfile.mkstemp(dir=os.environ.get("TMPDIR"))[1])
         source.write_text(text)
         del text
@@ -207,49 +215,30 @@ class Bench:
             with source.open(encoding="utf-8") as stream:
                 self.vault.put(OWNER, "mem", 1, "x", stream)
 
-        self.memory.append((f"streaming put of {_size(size)} (file)", memory.peak_growth_mib(plain_put),
-                            memory.peak_growth_mib(vault_put), 8))
+        self.memory.append(Memory(f"streaming put of {_size(size)} (file)", memory.peak_growth_mib(plain_put),
+                                  memory.peak_growth_mib(vault_put), 8))
         source.unlink()
 
 
-def real_keyring() -> list[str]:
-    """What the OS keyring costs: a round trip, a cold put (key created), a warm put (key cached)."""
-    with tempfile.TemporaryDirectory() as scratch:
-        try:
-            vault = Vault.open(Path(scratch) / "real.db")
-        except KeyUnavailable as error:
-            return [f"real keyring: not available here ({error})"]
-        with vault:
-            backend = vault.stats()["keyring_backend"]
-            user = Principal(f"bench-{os.getpid()}")
-            cold = median_ms(lambda: vault.put(user, "t", 0, "x", "x" * 4096), 1)
-            warm = median_ms(lambda: vault.put(user, "t", 0, "x", "x" * 4096), 21)
-            reopen = median_ms(lambda: Vault.open(Path(scratch) / "real.db").close(), 5)
-        return [f"real keyring ({backend}): first put for a new owner {cold:.1f} ms (creates its keyset), "
-                f"later puts {warm:.2f} ms (key cached), Vault.open {reopen:.1f} ms (reads the index key)"]
+def real_keyring(location: str | Path) -> list[str]:
+    """What the OS keyring costs with a vault at ``location`` (a new one): a cold put (key created), a warm put
+    (key cached), an open (the index key read)."""
+    try:
+        vault = Vault.open(location)
+    except KeyUnavailable as error:
+        return [f"real keyring: not available here ({error})"]
+    with vault:
+        backend = vault.stats()["keyring_backend"]
+        user = Principal(f"bench-{os.getpid()}")
+        cold = median_ms(lambda: vault.put(user, "t", 0, "x", "x" * 4096), 1)
+        warm = median_ms(lambda: vault.put(user, "t", 0, "x", "x" * 4096), 21)
+        reopen = median_ms(lambda: Vault.open(location).close(), 5)
+    return [f"real keyring ({backend}): first put for a new owner {cold:.1f} ms (creates its keyset), "
+            f"later puts {warm:.2f} ms (key cached), Vault.open {reopen:.1f} ms (reads the index key)"]
 
 
 def _size(size: int) -> str:
     return f"{size // MIB} MiB" if size >= MIB else f"{size // KIB} KiB"
-
-
-def render(bench: Bench) -> str:
-    """The result table as Markdown."""
-    lines = ["| case | baseline ms | vault ms | ratio | target | ok |", "|---|---:|---:|---:|---:|:-:|"]
-    for row in bench.rows:
-        ratio = "" if row.ratio is None else f"{row.ratio:.3f}"
-        ok = "" if row.target is None or row.ratio is None else ("yes" if row.ratio <= row.target else "NO")
-        base = "" if row.baseline_ms is None else f"{row.baseline_ms:.3f}"
-        lines.append(f"| {row.case} | {base} | {row.vault_ms:.3f} | {ratio} | "
-                     f"{'' if row.target is None else f'<= {row.target:g}'} | {ok} |")
-    if bench.memory:
-        lines += ["", "| peak memory (RSS growth) | baseline MiB | vault MiB | over baseline | target | ok |",
-                  "|---|---:|---:|---:|---:|:-:|"]
-        for case, plain, vault, target in bench.memory:
-            over = vault - plain
-            lines.append(f"| {case} | {plain:.1f} | {vault:.1f} | {over:+.1f} | <= {target} MiB | "
-                         f"{'yes' if over <= target else 'NO'} |")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -257,26 +246,38 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer runs (< 1 minute)")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON to this file")
+    parser.add_argument("--repeat", type=int, default=1, help="run the whole benchmark N times; print medians")
+    parser.add_argument("--postgres", metavar="URL", nargs="?", const="postgresql://", help="instead: the vault "
+                        "over PostgreSQL vs a plaintext table on that server (fresh schemas, dropped after), and the "
+                        "SQLite figures beside them; without URL, libpq's PG* environment variables say where")
+    parser.add_argument("--plain-storage", metavar="KIND", help="with --postgres: the baseline's content column "
+                        "storage (default: PostgreSQL's, EXTENDED)")
     parser.add_argument("--load", action="store_true", help="instead: 8 processes x 2 threads, one file")
     parser.add_argument("--seconds", type=float, default=60.0, help="with --load: how long the load runs")
     parser.add_argument("--locks", action="store_true", help="with --load: time lock waits and holds")
     args = parser.parse_args(argv)
     if args.load:
         return load.main(args.seconds, trace=args.locks)
+    if args.postgres:
+        from bench import pg_run
+
+        return pg_run.main(args.postgres, args.quick, args.repeat, args.json, args.plain_storage)
     started = time.time()
+    runs = [sqlite_run(args.quick, started) for _ in range(max(1, args.repeat))]
+    print(report.render(report.medians([bench.rows for bench in runs]),
+                        report.medians([bench.memory for bench in runs])))
+    with tempfile.TemporaryDirectory(prefix="scratchvault-bench-") as scratch:
+        for line in real_keyring(Path(scratch) / "real.db"):
+            print("\n" + line)
+    print(f"\n{'quick' if args.quick else 'full'} run x{len(runs)} (medians), {time.time() - started:.0f} s, "
+          f"{os.cpu_count()} cores")
+    if args.json:
+        report.write_json(args.json, report.medians([bench.rows for bench in runs]))
+    return 0
+
+
+def sqlite_run(quick: bool, started: float) -> Bench:
+    """One run of every case on SQLite, in a private temporary directory removed after."""
     with tempfile.TemporaryDirectory(prefix="scratchvault-bench-") as scratch:
         os.chmod(scratch, 0o700)
-        bench = Bench(Path(scratch), args.quick)
-        stages = (bench.puts, bench.slices, bench.full_reads, bench.listing, bench.gc, bench.rewrap, bench.peak_memory)
-        for stage in stages:
-            stage()
-            print(f"  {stage.__name__} done ({time.time() - started:.0f} s)", file=sys.stderr)
-        bench.vault.close()
-        bench.plain.close()
-    print(render(bench))
-    for line in real_keyring():
-        print("\n" + line)
-    print(f"\n{'quick' if args.quick else 'full'} run, {time.time() - started:.0f} s, {os.cpu_count()} cores")
-    if args.json:
-        args.json.write_text(json.dumps([row.__dict__ | {"ratio": row.ratio} for row in bench.rows], indent=2))
-    return 0
+        return Bench.sqlite(Path(scratch), quick).run(started)
