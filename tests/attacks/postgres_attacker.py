@@ -20,6 +20,7 @@ import psycopg
 
 from tests.attacks import pg_locations
 from tests.attacks.bookkeeping import Bookkeeping
+from tests.attacks.part_edits import PartEdits
 from tests.attacks.pg_cells import TABLES, PgTamperCells, QmarkConnection, put_value
 from tests.attacks.pg_sessions import PgSessions
 from tests.attacks.sqlite_attacker import COLUMNS, SavedRow
@@ -31,7 +32,7 @@ def _hex(value: object) -> str:
     return value.encode().hex() if isinstance(value, str) else bytes(value).hex()
 
 
-class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions):
+class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions, PartEdits):
     """Reads and writes one vault's schema behind the vault's back; every write is committed at once."""
 
     LAYOUTS = ("new",)  # no PostgreSQL store predates its first schema
@@ -151,21 +152,6 @@ class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions):
         with self._connection() as connection:
             changed = put_value(connection, self.schema, table, column, value, where, params)
         assert changed == 1, f"no {part} of row {seq} to overwrite"
-
-    def flip(self, seq: int, part: str, at: float = 0.5, chunk: int | None = None, bit: int = 0x01) -> None:
-        data = bytearray(self.read(seq, part, chunk))
-        data[min(int(len(data) * at), len(data) - 1)] ^= bit
-        self.write(seq, part, bytes(data), chunk)
-
-    def flip_at(self, seq: int, part: str, offset: int, chunk: int | None = None, bit: int = 0x01) -> None:
-        data = bytearray(self.read(seq, part, chunk))
-        data[offset] ^= bit
-        self.write(seq, part, bytes(data), chunk)
-
-    def swap(self, seq: int, other: int, part: str, chunk: int | None = None, other_chunk: int | None = None) -> None:
-        first, second = self.read(seq, part, chunk), self.read(other, part, other_chunk)
-        self.write(seq, part, second, chunk)
-        self.write(other, part, first, other_chunk)
 
     def remove(self, seq: int, part: str, chunk: int | None = None) -> None:
         """Delete one part of row ``seq``: ``row`` (its clear columns only), ``summary``, or ``chunk`` ``index``."""

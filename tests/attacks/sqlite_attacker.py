@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tests.attacks.bookkeeping import Bookkeeping
+from tests.attacks.part_edits import PartEdits
 from tests.attacks.sqlite_files import SqliteFiles
 from tests.attacks.tamper_cells import TABLES, Cell, TamperCells  # noqa: F401 (re-exported)
 from tests.storage.sqlite.layouts import legacy_file
@@ -39,7 +40,7 @@ class SavedRow:
     chunks: tuple[tuple[int, bytes], ...]
 
 
-class SqliteAttacker(TamperCells, Bookkeeping, SqliteFiles):
+class SqliteAttacker(TamperCells, Bookkeeping, SqliteFiles, PartEdits):
     """Reads and writes one vault file behind the vault's back; every write is committed at once."""
 
     LAYOUTS = ("new", "legacy")  # files made by this scratchvault, and before schema 3 (found by an index on ids)
@@ -181,24 +182,6 @@ class SqliteAttacker(TamperCells, Bookkeeping, SqliteFiles):
             changed = connection.execute(f"UPDATE {table} SET {column} = {placeholder} WHERE {key} = ?",
                                          (value, where)).rowcount
         assert changed == 1, f"no {part} of row {seq} to overwrite"
-
-    def flip(self, seq: int, part: str, at: float = 0.5, chunk: int | None = None, bit: int = 0x01) -> None:
-        """Flip a bit of one part at fraction ``at`` of its length (0: the first byte, 1: the last)."""
-        data = bytearray(self.read(seq, part, chunk))
-        data[min(int(len(data) * at), len(data) - 1)] ^= bit
-        self.write(seq, part, bytes(data), chunk)
-
-    def flip_at(self, seq: int, part: str, offset: int, chunk: int | None = None, bit: int = 0x01) -> None:
-        """Flip a bit of the byte at ``offset`` (negative: from the end) of one part."""
-        data = bytearray(self.read(seq, part, chunk))
-        data[offset] ^= bit
-        self.write(seq, part, bytes(data), chunk)
-
-    def swap(self, seq: int, other: int, part: str, chunk: int | None = None, other_chunk: int | None = None) -> None:
-        """Trade one part between two rows (or two chunks of one row)."""
-        first, second = self.read(seq, part, chunk), self.read(other, part, other_chunk)
-        self.write(seq, part, second, chunk)
-        self.write(other, part, first, other_chunk)
 
     def remove(self, seq: int, part: str, chunk: int | None = None) -> None:
         """Delete one part of row ``seq``: ``row`` (its clear columns only), ``summary``, or ``chunk`` ``index``."""
