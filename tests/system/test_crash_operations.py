@@ -1,4 +1,4 @@
-"""gc, shred_owner, delete, rotate_owner_key, extend_turn and rewrap, each SIGKILLed at 24 points (12 on PostgreSQL)
+"""gc, shred_owner, delete, rotate_owner_key, extend_turn and rewrap, each SIGKILLed at 24 points (10 on PostgreSQL)
 spread over its own duration (timed from the moment it starts, not from process start) on a copy of a
 pre-populated vault; the machinery is in tests/system/crash_campaign.py and crash_ops.py.
 
@@ -52,8 +52,8 @@ from vault import KeyUnavailable, NotFound, Principal
 if STORE == "postgres":  # a row costs ~1 ms to put, ~0.7 ms to read back, ~0.9 ms to collect early (gc(now) in
     # the checks) over round trips to the server: fewer rows, and smaller gc, shred and rewrap batches, so that each
     # operation still commits several (KILLS is smaller there too: crash_campaign.py)
-    BYSTANDER_ROWS, EXPIRED, VICTIM_ROWS, DELETES, ROTATIONS, EXTENDED, REWRAPPED = 10, 600, 600, 10, 8, 300, 240
-    BATCHES, REWRAP_ARGS = {"GC_BATCH": 75}, {"batch": 60}  # the workers' batch sizes
+    BYSTANDER_ROWS, EXPIRED, VICTIM_ROWS, DELETES, ROTATIONS, EXTENDED, REWRAPPED = 10, 480, 480, 10, 8, 200, 160
+    BATCHES, REWRAP_ARGS = {"GC_BATCH": 60}, {"batch": 40}  # the workers' batch sizes
 else:
     BYSTANDER_ROWS, EXPIRED, VICTIM_ROWS, DELETES, ROTATIONS, EXTENDED, REWRAPPED = 25, 8000, 4000, 40, 32, 1500, 2000
     BATCHES, REWRAP_ARGS = {}, {}  # the store's own
