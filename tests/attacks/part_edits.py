@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+COLUMNS = ("id", "owner_tag", "turn_tag", "key_version", "expires_at", "size_bytes", "wrapped_key", "metadata")
+
 
 class PartEdits:
     """Bit flips and swaps of a row's parts: ``row`` columns, ``summary``, or ``chunk`` ``index``."""
@@ -30,3 +32,25 @@ class PartEdits:
         first, second = self.read(seq, part, chunk), self.read(other, part, other_chunk)
         self.write(seq, part, second, chunk)
         self.write(other, part, first, other_chunk)
+
+
+class RowReads:
+    """What both attackers read of the row and summary tables the same way, through their own ``_all`` (qmark
+    placeholders on both)."""
+
+    def _all(self, sql: str, *params: object) -> list[tuple]:
+        raise NotImplementedError
+
+    def row(self, seq: int) -> dict:
+        """The clear columns of row ``seq``."""
+        (found,) = self._all(f"SELECT {', '.join(COLUMNS)} FROM rows WHERE seq = ?", seq)
+        return dict(zip(COLUMNS, found, strict=True))
+
+    def rows(self) -> dict[int, dict]:
+        """Every row's clear columns, by seq."""
+        found = self._all(f"SELECT seq, {', '.join(COLUMNS)} FROM rows ORDER BY seq")
+        return {seq: dict(zip(COLUMNS, columns, strict=True)) for seq, *columns in found}
+
+    def summaries(self) -> dict[int, bytes]:
+        """Every stored summary, by seq."""
+        return dict(self._all("SELECT seq, sealed FROM summaries ORDER BY seq"))

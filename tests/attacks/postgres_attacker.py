@@ -20,7 +20,7 @@ import psycopg
 
 from tests.attacks import pg_locations
 from tests.attacks.bookkeeping import Bookkeeping
-from tests.attacks.part_edits import PartEdits
+from tests.attacks.part_edits import PartEdits, RowReads
 from tests.attacks.pg_cells import TABLES, PgTamperCells, QmarkConnection, put_value
 from tests.attacks.pg_sessions import PgSessions
 from tests.attacks.sqlite_attacker import COLUMNS, SavedRow
@@ -32,7 +32,7 @@ def _hex(value: object) -> str:
     return value.encode().hex() if isinstance(value, str) else bytes(value).hex()
 
 
-class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions, PartEdits):
+class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions, PartEdits, RowReads):
     """Reads and writes one vault's schema behind the vault's back; every write is committed at once."""
 
     LAYOUTS = ("new",)  # no PostgreSQL store predates its first schema
@@ -85,17 +85,6 @@ class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions, PartEdits):
         table, column, where, params = self._where(seq, part, chunk)
         found = self._all(f"SELECT {column} FROM {table} WHERE {where}", *params)
         return found[0][0] if found else None
-
-    def row(self, seq: int) -> dict:
-        (found,) = self._all(f"SELECT {', '.join(COLUMNS)} FROM rows WHERE seq = ?", seq)
-        return dict(zip(COLUMNS, found, strict=True))
-
-    def rows(self) -> dict[int, dict]:
-        found = self._all(f"SELECT seq, {', '.join(COLUMNS)} FROM rows ORDER BY seq")
-        return {seq: dict(zip(COLUMNS, columns, strict=True)) for seq, *columns in found}
-
-    def summaries(self) -> dict[int, bytes]:
-        return dict(self._all("SELECT seq, sealed FROM summaries ORDER BY seq"))
 
     def chunks(self) -> dict[tuple[int, int], bytes]:
         return {(seq, idx): sealed for seq, idx, sealed in self._all("SELECT seq, idx, sealed FROM chunks")}

@@ -19,13 +19,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tests.attacks.bookkeeping import Bookkeeping
-from tests.attacks.part_edits import PartEdits
+from tests.attacks.part_edits import COLUMNS, PartEdits, RowReads
 from tests.attacks.sqlite_files import SqliteFiles
 from tests.attacks.tamper_cells import TABLES, Cell, TamperCells  # noqa: F401 (re-exported)
 from tests.storage.sqlite.layouts import legacy_file
 from vault.storage.sqlite.schema import MAX_SEQ
 
-COLUMNS = ("id", "owner_tag", "turn_tag", "key_version", "expires_at", "size_bytes", "wrapped_key", "metadata")
 SHIFT = 20  # a chunk's key is seq << SHIFT | index
 INDEX_MASK = (1 << SHIFT) - 1
 
@@ -40,7 +39,7 @@ class SavedRow:
     chunks: tuple[tuple[int, bytes], ...]
 
 
-class SqliteAttacker(TamperCells, Bookkeeping, SqliteFiles, PartEdits):
+class SqliteAttacker(TamperCells, Bookkeeping, SqliteFiles, PartEdits, RowReads):
     """Reads and writes one vault file behind the vault's back; every write is committed at once."""
 
     LAYOUTS = ("new", "legacy")  # files made by this scratchvault, and before schema 3 (found by an index on ids)
@@ -108,20 +107,6 @@ class SqliteAttacker(TamperCells, Bookkeeping, SqliteFiles, PartEdits):
         table, column, key, value = self._where(seq, part, chunk)
         found = self._all(f"SELECT {column} FROM {table} WHERE {key} = ?", value)
         return found[0][0] if found else None
-
-    def row(self, seq: int) -> dict:
-        """The clear columns of row ``seq``."""
-        (found,) = self._all(f"SELECT {', '.join(COLUMNS)} FROM rows WHERE seq = ?", seq)
-        return dict(zip(COLUMNS, found, strict=True))
-
-    def rows(self) -> dict[int, dict]:
-        """Every row's clear columns, by seq."""
-        found = self._all(f"SELECT seq, {', '.join(COLUMNS)} FROM rows ORDER BY seq")
-        return {seq: dict(zip(COLUMNS, columns, strict=True)) for seq, *columns in found}
-
-    def summaries(self) -> dict[int, bytes]:
-        """Every stored summary, by seq."""
-        return dict(self._all("SELECT seq, sealed FROM summaries ORDER BY seq"))
 
     def chunks(self) -> dict[tuple[int, int], bytes]:
         """Every stored chunk, by (seq, index)."""
