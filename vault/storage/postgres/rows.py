@@ -7,7 +7,9 @@ rows as they are (a put's seq and key check, the owner's usage, ledger and key v
 the key's row ``FOR SHARE``, which a shred or retirement deletes: the two conflict, as they must.
 
 Round trips: BEGIN goes with the first statement, and chunks, summary, row and COMMIT go together at the end, in
-one pipeline, so a put costs two round trips; a slice read three (BEGIN with the row, the chunks, COMMIT).
+one pipeline, so a put costs two round trips. A snapshot's row lookup also brings what a read asks next in the same
+snapshot, the head of the owner's deletion ledger and, for a row of one chunk, that chunk: a slice of such a row
+costs two round trips (BEGIN with the row, COMMIT), of a larger row three (the chunks between).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from keys import SealedLedger
+from keys import CHUNK_BYTES, SealedLedger
 from vault.errors import IntegrityError, StorageError
 from vault.storage.base import ListedRow, RowSeqs, StoredRow
 from vault.storage.postgres import sql
@@ -39,12 +41,15 @@ class PgReads:
     """A read snapshot, or the thread's open write transaction joined."""
 
     BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+    READS_AHEAD = True  # one snapshot: what a row lookup brought is what a later statement would read
 
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
         self._connection: psycopg.Connection | None = None
         self._begun = False
         self._own = True
+        self._heads: dict[bytes, tuple[int, bytes] | None] = {}  # ledger heads read with a row, by owner tag
+        self._first_chunks: dict[int, bytes] = {}  # the one chunk of small rows read with the row, by seq
 
     def __enter__(self) -> PgReads:
         joined = self._store.open_transaction()
@@ -121,10 +126,17 @@ class PgReads:
         """The row at the seq its id names, if it stores this very id (compared in constant time first)."""
         if type(seq) is not int or not 1 <= seq < 1 << 63:
             return None
-        found = self._one(sql.SELECT_ROW, (seq,))
+        ahead = self.READS_AHEAD and self._own  # not in a joined write transaction (READ COMMITTED)
+        found = self._one(sql.SELECT_ROW_AHEAD, (CHUNK_BYTES, seq)) if ahead else self._one(sql.SELECT_ROW, (seq,))
         if found is None or type(found[1]) is not bytes or not hmac.compare_digest(found[1], row_id):
             return None
-        return stored_row(found)
+        row = stored_row(found[:9])
+        if ahead:
+            has_ledger, counter, tag, chunk = found[9:]
+            self._heads[row.owner_tag] = (counter, blob(tag)) if has_ledger else None
+            if chunk is not None:
+                self._first_chunks[seq] = blob(chunk)
+        return row
 
     def list_turn(self, owner_tag: bytes, turn_tag: bytes, now: float) -> list[tuple[StoredRow, bytes | None]]:
         """Unexpired rows of one owner's turn, each with its sealed summary (None if missing)."""
@@ -158,7 +170,11 @@ class PgReads:
 
     def read_chunks(self, seq: int, first: int, last: int) -> Iterator[tuple[int, bytes]]:
         """Sealed chunks ``first..last`` of row ``seq`` in order: a few in one statement, more through a
-        server-side cursor fetching STREAM_AFTER at a time (a full read never holds the row twice)."""
+        server-side cursor fetching STREAM_AFTER at a time (a full read never holds the row twice). The one chunk
+        of a small row comes from its lookup, if this snapshot made it."""
+        if first == last == 0 and seq in self._first_chunks:
+            yield 0, self._first_chunks.pop(seq)
+            return
         if last - first < STREAM_AFTER:
             for index, sealed in self._all(sql.SELECT_CHUNKS, (seq, first, last)):
                 yield index, blob(sealed)
@@ -191,7 +207,10 @@ class PgReads:
         return None if found is None else sealed_ledger(*found)
 
     def ledger_head(self, owner_tag: bytes) -> tuple[int, bytes] | None:
-        """The counter and tag of the owner's deletion ledger (its body not read), or None."""
+        """The counter and tag of the owner's deletion ledger (its body not read), or None; as the lookup of one of
+        the owner's rows read it, if this snapshot made one."""
+        if owner_tag in self._heads:
+            return self._heads[owner_tag]
         found = self._one("SELECT counter, tag FROM deletions WHERE owner_tag = %s", (owner_tag,))
         return None if found is None else (found[0], blob(found[1]))
 

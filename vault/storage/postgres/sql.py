@@ -4,6 +4,13 @@ from __future__ import annotations
 
 SELECT_ROW = ("SELECT seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata "
               "FROM rows WHERE seq = %s")
+# a snapshot's row lookup, with what a read asks next in the same snapshot: the head of the owner's deletion ledger
+# and, for a row of at most one chunk, that chunk (a slice of a small row in one round trip, its COMMIT the other)
+SELECT_ROW_AHEAD = (
+    "SELECT rows.seq, id, rows.owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "
+    "deletions.owner_tag IS NOT NULL, counter, deletions.tag, chunks.sealed FROM rows "
+    "LEFT JOIN deletions ON deletions.owner_tag = rows.owner_tag "
+    "LEFT JOIN chunks ON chunks.seq = rows.seq AND chunks.idx = 0 AND rows.size_bytes <= %s WHERE rows.seq = %s")
 SELECT_TURN = ("SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "
                "summaries.sealed FROM rows LEFT JOIN summaries ON summaries.seq = rows.seq "
                "WHERE owner_tag = %s AND turn_tag = %s AND expires_at > %s ORDER BY rows.seq")

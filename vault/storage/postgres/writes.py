@@ -27,6 +27,7 @@ class PgWriteTx(PgReads):
     """A write transaction; commits when the block ends, rolls back when it raises (a failed COMMIT too)."""
 
     BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+    READS_AHEAD = False  # each statement sees the latest commits: nothing is read ahead
 
     def __init__(self, store: Any) -> None:
         super().__init__(store)
