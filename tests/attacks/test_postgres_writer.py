@@ -92,13 +92,20 @@ def test_a_temporary_view_planted_in_the_vaults_session_cannot_make_a_shred_keep
     assert owner_entries(ring) == []  # the shred that returned destroyed the key
 
 
-def test_a_trigger_planted_after_open_that_puts_deleted_rows_back_fails_the_delete(pg_location, pg_admin, clock):
+KEEPING_TRIGGERS = {
+    "puts deleted rows back": ("INSERT INTO rows SELECT OLD.*; RETURN OLD;", "AFTER"),
+    "skips the delete": ("RETURN NULL;", "BEFORE"),  # the row stays and the delete statement finds nothing
+}
+
+
+@pytest.mark.parametrize("body, when", KEEPING_TRIGGERS.values(), ids=KEEPING_TRIGGERS)
+def test_a_trigger_planted_after_open_that_keeps_deleted_rows_fails_the_delete(pg_location, pg_admin, clock, body,
+                                                                                when):
     with Vault.open(pg_location, keyring_backend=MemoryKeyring(), clock=clock) as vault:
         kept = vault.put(ALICE, "t", 1, "x", "delete me").id
         vault.put(ALICE, "t", 2, "x", "expire me", ttl_seconds=1)
-        pg_admin.execute("CREATE FUNCTION back() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                         "INSERT INTO rows SELECT OLD.*; RETURN OLD; END $$")
-        pg_admin.execute("CREATE TRIGGER back AFTER DELETE ON rows FOR EACH ROW EXECUTE FUNCTION back()")
+        pg_admin.execute(f"CREATE FUNCTION back() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN {body} END $$")
+        pg_admin.execute(f"CREATE TRIGGER back {when} DELETE ON rows FOR EACH ROW EXECUTE FUNCTION back()")
         with pytest.raises(IntegrityError):
             vault.delete(ALICE, kept)
         clock.advance(2)

@@ -1,16 +1,19 @@
-"""What the PostgreSQL store does to save round trips must not change what a reader sees: a row lookup reads ahead
-(the owner's ledger head, a small row's chunk) only inside its REPEATABLE READ snapshot, and a write transaction
-(READ COMMITTED) reads each statement afresh."""
+"""What the PostgreSQL store does to save round trips must not change what a reader or a collector sees: a row
+lookup reads ahead (the owner's ledger head, a small row's chunk) only inside its REPEATABLE READ snapshot, a
+write transaction (READ COMMITTED) reads each statement afresh, and gc's one-statement batches skip rows another
+transaction holds, never wait for them, and reach every expired row past live ones."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from keys import SealedLedger
-from tests.storage.contract_support import OWNER, Ids, put, put_ledger
+from tests.storage.contract_support import NOW, OWNER, Ids, put, put_ledger
 from vault.storage import open_store
+from vault.storage.postgres import store as postgres_store
 
 pytestmark = pytest.mark.postgres
 OLD, NEW = SealedLedger(1, b"", b"old tag"), SealedLedger(2, b"entry", b"new tag")
@@ -71,3 +74,64 @@ def test_a_write_transaction_reads_the_ledger_head_and_chunks_as_committed_now(s
         assert tx.ledger_head(OWNER) == (2, b"new tag")
         assert list(tx.read_chunks(row.seq, 0, 0)) == []
         assert tx.find_row(other.row_id, other.seq) == other
+
+
+def test_gc_reaches_every_expired_row_past_live_ones_in_small_batches(store, monkeypatch):
+    monkeypatch.setattr(postgres_store, "GC_BATCH", 2)
+    ids = Ids()
+    expired_at = (NOW, NOW + 60, NOW, NOW, NOW + 60, NOW + 60, NOW, NOW)
+    rows = [put(store, ids, expires=expires) for expires in expired_at]
+    totals: list[int] = []
+    assert store.delete_expired(NOW, totals.append) == 5
+    assert totals == [2, 4, 5]
+    with store.snapshot() as snap:
+        assert [snap.find_row(row.row_id, row.seq) is not None for row in rows] == [e > NOW for e in expired_at]
+
+
+def test_gc_skips_a_row_another_transaction_is_deleting_and_never_waits_for_it(store):
+    ids = Ids()
+    rows = [put(store, ids, expires=NOW) for _ in range(5)]
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with store.transaction() as tx:
+            assert tx.delete_row(rows[1].seq, rows[1].row_id) == NOW  # locked, not yet committed
+            holding.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(10)
+        started = time.monotonic()
+        assert store.delete_expired(NOW) == 4
+        assert time.monotonic() - started < 5
+    finally:
+        release.set()
+        holder.join(30)
+    with store.snapshot() as snap:
+        assert all(snap.find_row(row.row_id, row.seq) is None for row in rows)
+
+
+def test_two_transactions_deleting_one_row_delete_it_once(store):
+    ids = Ids()
+    row = put(store, ids, chunks=(b"a", b"b"))
+    results: list[float | None] = []
+    deleting, release = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with store.transaction() as tx:
+            results.append(tx.delete_row(row.seq, row.row_id))
+            deleting.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    assert deleting.wait(10)
+    threading.Timer(0.5, release.set).start()
+    with store.transaction() as tx:  # waits for the first to commit, then finds the row gone
+        results.append(tx.delete_row(row.seq, row.row_id))
+    holder.join(30)
+    assert results == [NOW + 60, None]
+    with store.snapshot() as snap:
+        assert snap.read_summary(row.seq) is None and list(snap.read_chunks(row.seq, 0, 9)) == []

@@ -32,29 +32,46 @@ OWNER_LOCK = "SELECT pg_advisory_xact_lock(%s, %s)"
 NEXT_ROW = ("SELECT nextval('row_seq'), "
             "(SELECT check_value FROM owner_keys WHERE owner_tag = %s AND version = %s FOR SHARE)")
 INSERT_CHUNK = "INSERT INTO chunks (seq, idx, sealed) VALUES (%s, %s, %s)"
-INSERT_SUMMARY = "INSERT INTO summaries (seq, sealed) VALUES (%s, %s)"
-INSERT_ROW = ("INSERT INTO rows (seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, "
-              "metadata) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)")
+# a row with its summary, and with its chunk when it has one: one statement, one execution on the server
+INSERT_ROW = (
+    "WITH summary AS (INSERT INTO summaries (seq, sealed) VALUES (%(seq)s, %(summary)s)) "
+    "INSERT INTO rows (seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata) "
+    "VALUES (%(seq)s, %(id)s, %(owner_tag)s, %(turn_tag)s, %(key_version)s, %(expires_at)s, %(size_bytes)s, "
+    "%(wrapped_key)s, %(metadata)s)")
+INSERT_ROW_WITH_CHUNK = (
+    "WITH chunk AS (INSERT INTO chunks (seq, idx, sealed) VALUES (%(seq)s, 0, %(chunk)s)), "
+    "summary AS (INSERT INTO summaries (seq, sealed) VALUES (%(seq)s, %(summary)s)) "
+    "INSERT INTO rows (seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata) "
+    "VALUES (%(seq)s, %(id)s, %(owner_tag)s, %(turn_tag)s, %(key_version)s, %(expires_at)s, %(size_bytes)s, "
+    "%(wrapped_key)s, %(metadata)s)")
 OWNER_USAGE = ("SELECT count(*), coalesce(sum(size_bytes), 0)::bigint "
                "+ coalesce((SELECT length(body) FROM deletions WHERE owner_tag = %(tag)s), 0) "
                "FROM rows WHERE owner_tag = %(tag)s")
 UPSERT_LEDGER = ("INSERT INTO deletions (owner_tag, counter, body, tag) VALUES (%s, %s, %s, %s) ON CONFLICT "
                  "(owner_tag) DO UPDATE SET counter = excluded.counter, body = excluded.body, tag = excluded.tag")
-# a batch of rows to delete; rows another transaction is deleting are skipped (two hosts' gc never collide)
-EXPIRED_BATCH = "SELECT seq FROM rows WHERE expires_at <= %s ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED"
-OWNER_BATCH = "SELECT seq FROM rows WHERE owner_tag = %s ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED"
-DELETE_CHUNKS = "DELETE FROM chunks WHERE seq = ANY(%s)"
-DELETE_SUMMARIES = "DELETE FROM summaries WHERE seq = ANY(%s)"
-# the rows deleted, how many went, and whether a trigger, rule or row security policy sits on a vault table now: one
-# planted since the store was opened could keep or copy what this transaction deletes, which then rolls back (no
-# trigger can be added to a table this transaction deleted from before it ends: CREATE TRIGGER waits for its lock)
-DELETE_ROWS = ("WITH gone AS (DELETE FROM rows WHERE seq = ANY(%(seqs)s) RETURNING 1), "
-               "ours AS (SELECT to_regclass(name) AS oid FROM unnest(%(tables)s::text[]) AS name) "
-               "SELECT (SELECT count(*) FROM gone), "
-               "EXISTS (SELECT 1 FROM pg_trigger WHERE NOT tgisinternal AND tgrelid IN (SELECT oid FROM ours)) "
-               "OR EXISTS (SELECT 1 FROM pg_rewrite WHERE ev_class IN (SELECT oid FROM ours) "
-               "AND rulename <> '_RETURN') "
-               "OR EXISTS (SELECT 1 FROM pg_policy WHERE polrelid IN (SELECT oid FROM ours))")
+# one row with its summary and chunks, if it still stores this id; its expiry returned (nothing: it was not there)
+DELETE_ROW = ("WITH gone AS (DELETE FROM rows WHERE seq = %(seq)s AND id = %(id)s RETURNING seq, expires_at), "
+              "chunks_gone AS (DELETE FROM chunks WHERE seq IN (SELECT seq FROM gone)), "
+              "summary_gone AS (DELETE FROM summaries WHERE seq IN (SELECT seq FROM gone)) "
+              "SELECT expires_at FROM gone")
+# a batch of rows past a seq locked, rows another transaction is deleting skipped (two hosts' gc never collide),
+# and deleted with their summaries and chunks in the same statement; returns how many were locked, how many rows
+# went and the last seq (the next batch starts after it: it never walks again over the index entries of the rows
+# the batches before it deleted, which stay in the index until a VACUUM)
+DELETE_EXPIRED_BATCH = (
+    "WITH batch AS (SELECT seq FROM rows WHERE expires_at <= %s AND seq > %s ORDER BY seq LIMIT %s "
+    "FOR UPDATE SKIP LOCKED), "
+    "rows_gone AS (DELETE FROM rows WHERE seq = ANY(ARRAY(SELECT seq FROM batch)) RETURNING 1), "
+    "chunks_gone AS (DELETE FROM chunks WHERE seq = ANY(ARRAY(SELECT seq FROM batch))), "
+    "summaries_gone AS (DELETE FROM summaries WHERE seq = ANY(ARRAY(SELECT seq FROM batch))) "
+    "SELECT (SELECT count(*) FROM batch), (SELECT count(*) FROM rows_gone), (SELECT max(seq) FROM batch)")
+DELETE_OWNER_BATCH = (
+    "WITH batch AS (SELECT seq FROM rows WHERE owner_tag = %s AND seq > %s ORDER BY seq LIMIT %s "
+    "FOR UPDATE SKIP LOCKED), "
+    "rows_gone AS (DELETE FROM rows WHERE seq = ANY(ARRAY(SELECT seq FROM batch)) RETURNING 1), "
+    "chunks_gone AS (DELETE FROM chunks WHERE seq = ANY(ARRAY(SELECT seq FROM batch))), "
+    "summaries_gone AS (DELETE FROM summaries WHERE seq = ANY(ARRAY(SELECT seq FROM batch))) "
+    "SELECT (SELECT count(*) FROM batch), (SELECT count(*) FROM rows_gone), (SELECT max(seq) FROM batch)")
 COUNTS = ("SELECT count(*), coalesce(sum(size_bytes), 0)::bigint, count(*) FILTER (WHERE expires_at <= %s) "
           "FROM rows")
 BY_VERSION = ("SELECT key_version, count(*), coalesce(sum(size_bytes), 0)::bigint FROM rows GROUP BY key_version "

@@ -21,7 +21,7 @@ from vault.storage.postgres.commitments import PostgresCommitments
 from vault.storage.postgres.connections import TRANSLATE, Pool, is_retryable
 from vault.storage.postgres.rows import PgReads
 from vault.storage.postgres.schema import LOCK_CLASS, META_LOCK, migrate
-from vault.storage.postgres.writes import PgWriteTx, delete_seqs
+from vault.storage.postgres.writes import PgWriteTx, delete_batch
 from vault.storage.sqlite.schema import blob
 
 T = TypeVar("T")
@@ -121,22 +121,18 @@ class PostgresStore:
 
     def delete_expired(self, now: float, progress: Progress = None) -> int:
         """Delete every row expired at ``now``, GC_BATCH per transaction; returns how many."""
-        return self._delete_in_batches(sql.EXPIRED_BATCH, now, progress)
+        return self._delete_in_batches(sql.DELETE_EXPIRED_BATCH, now, progress)
 
     def delete_owner_rows(self, owner_tag: bytes, progress: Progress = None) -> int:
         """Delete every row of an owner, GC_BATCH per transaction; returns how many."""
-        return self._delete_in_batches(sql.OWNER_BATCH, owner_tag, progress)
+        return self._delete_in_batches(sql.DELETE_OWNER_BATCH, owner_tag, progress)
 
     def _delete_in_batches(self, select: str, key: object, progress: Progress) -> int:
-        """Batches of rows ``select`` finds (locked, skipping those another host is deleting), each committed."""
-        removed = 0
+        """Batches of rows ``select`` finds (locked, skipping those another host is deleting), each committed and
+        each starting after the last seq of the one before."""
+        removed, after = 0, 0
         while True:
-            def batch(tx: PgWriteTx) -> int:
-                seqs = [seq for (seq,) in tx._all(select, (key, GC_BATCH))]
-                delete_seqs(tx, seqs)
-                return len(seqs)
-
-            count = self.deleting(batch)
+            count, after = self.deleting(lambda tx, after=after: delete_batch(tx, select, key, after, GC_BATCH))
             removed += count
             if progress is not None:
                 progress(removed)

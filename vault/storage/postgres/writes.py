@@ -14,7 +14,7 @@ from vault.storage.base import StoredRow
 from vault.storage.postgres import sql
 from vault.storage.postgres.connections import TRANSLATE, fetched
 from vault.storage.postgres.rows import FLUSH_BYTES, PgReads, with_summaries
-from vault.storage.postgres.schema import KEYS_LOCK, LOCK_CLASS, OWNER_LOCK_CLASS, TABLES, check_foreign_objects
+from vault.storage.postgres.schema import KEYS_LOCK, LOCK_CLASS, OWNER_LOCK_CLASS, check_foreign_objects
 from vault.storage.sqlite.schema import blob, check_columns
 
 
@@ -31,7 +31,7 @@ class PgWriteTx(PgReads):
 
     def __init__(self, store: Any) -> None:
         super().__init__(store)
-        self._queued: list[tuple[str, tuple]] = []
+        self._rows: list[dict[str, Any]] = []  # queued rows, each with its summary
         self._chunks: list[tuple[int, int, bytes]] = []
         self._chunk_bytes = 0
         self._locked: set[tuple[int, int]] = set()
@@ -62,7 +62,7 @@ class PgWriteTx(PgReads):
 
     def _commit(self) -> None:
         """Send what is queued and COMMIT in one pipeline; on any failure roll back (a failed COMMIT rolls back)."""
-        if not self._begun and not self._queued and not self._chunks:
+        if not self._begun and not self._rows and not self._chunks:
             return
         connection = self.connection
         try:
@@ -94,19 +94,24 @@ class PgWriteTx(PgReads):
             raise
 
     def _send_queued(self) -> None:
-        """Send the queued chunk inserts and the queued statements (inside the caller's pipeline)."""
+        """Send the queued chunks and rows (inside the caller's pipeline): a row of one chunk in one statement."""
         connection = self.connection
-        if self._chunks:
+        chunks, rows = self._chunks, self._rows
+        self._chunks, self._chunk_bytes, self._rows = [], 0, []
+        if len(chunks) == 1 and len(rows) == 1 and chunks[0][:2] == (rows[0]["seq"], 0):
+            connection.execute(sql.INSERT_ROW_WITH_CHUNK, rows[0] | {"chunk": chunks[0][2]})
+            return
+        if len(chunks) == 1:
+            connection.execute(sql.INSERT_CHUNK, chunks[0])
+        elif chunks:
             with connection.cursor() as cursor:
-                cursor.executemany(sql.INSERT_CHUNK, self._chunks)
-            self._chunks, self._chunk_bytes = [], 0
-        for statement, parameters in self._queued:
-            connection.execute(statement, parameters)
-        self._queued = []
+                cursor.executemany(sql.INSERT_CHUNK, chunks)
+        for row in rows:
+            connection.execute(sql.INSERT_ROW, row)
 
     def _before_statement(self) -> None:
         """Queued inserts go before any other statement of the transaction (its order is the caller's)."""
-        if not self._queued and not self._chunks:
+        if not self._rows and not self._chunks:
             return
         connection = self.connection
         with TRANSLATE, connection.pipeline():
@@ -153,9 +158,9 @@ class PgWriteTx(PgReads):
 
     def insert_row(self, row: StoredRow, sealed_summary: bytes) -> None:
         """Queue a row's summary and envelope; they go with the COMMIT."""
-        self._queued.append((sql.INSERT_SUMMARY, (row.seq, sealed_summary)))
-        self._queued.append((sql.INSERT_ROW, (row.seq, row.row_id, row.owner_tag, row.turn_tag, row.key_version,
-                                              row.expires_at, row.size_bytes, row.wrapped_key, row.metadata)))
+        self._rows.append({"seq": row.seq, "id": row.row_id, "owner_tag": row.owner_tag, "turn_tag": row.turn_tag,
+                           "key_version": row.key_version, "expires_at": row.expires_at, "size_bytes": row.size_bytes,
+                           "wrapped_key": row.wrapped_key, "metadata": row.metadata, "summary": sealed_summary})
 
     def owner_usage(self, owner_tag: bytes) -> tuple[int, int]:
         """(rows, bytes) of an owner, its ledger's bytes included, under the owner's lock."""
@@ -192,13 +197,16 @@ class PgWriteTx(PgReads):
 
     def delete_row(self, seq: int, row_id: bytes) -> float | None:
         """Delete one row, its summary and chunks; the expiry it had, or None if the row at ``seq`` does not
-        store this id (deleted meanwhile)."""
-        found = self._one("SELECT id, expires_at FROM rows WHERE seq = %s FOR UPDATE", (seq,))
-        if found is None or found[0] != row_id:
+        store this id (deleted meanwhile). One statement: a concurrent delete of the row waits for this one and
+        then finds it gone. The tables are checked before COMMIT whether or not a row went: a trigger planted
+        since open that skips the delete would otherwise pass for "deleted meanwhile"."""
+        self.must_stick |= {"rows", "summaries", "chunks"}
+        found = self._one(sql.DELETE_ROW, {"seq": seq, "id": row_id})
+        if found is None:
             return None
-        check_columns(1, found[1], 0)
-        delete_seqs(self, [seq])
-        return found[1]
+        check_columns(1, found[0], 0)  # a wrong type raises, and the transaction, rolled back, deleted nothing
+        self.deleted = True
+        return found[0]
 
     def put_ledger(self, owner_tag: bytes, ledger: SealedLedger) -> None:
         """Store (or replace) the owner's deletion ledger."""
@@ -207,20 +215,13 @@ class PgWriteTx(PgReads):
         self.must_stick.add("deletions")
 
 
-def delete_seqs(tx: PgWriteTx, seqs: list[int]) -> None:
-    """Delete rows with their summaries and chunks in one round trip; every row asked for must go, and no trigger,
-    rule or policy may sit on the vault's tables (planted since the store was opened, it could keep or copy what
-    is deleted: schema.check_foreign_objects refuses them at open). Either raises, and the transaction rolls back."""
-    if not seqs:
-        return
-    cursor = tx._pipelined([(sql.DELETE_CHUNKS, (seqs,)), (sql.DELETE_SUMMARIES, (seqs,)),
-                            (sql.DELETE_ROWS, {"seqs": seqs, "tables": list(TABLES)})])
-    with TRANSLATE:
-        deleted, planted = cursor.fetchone()
-    if planted:
-        raise IntegrityError("a trigger, rule or row security policy scratchvault did not make sits on its tables: "
-                             "refusing to delete through it (check what it did, drop it, or restore from backup)")
-    if deleted != len(seqs):
+def delete_batch(tx: PgWriteTx, statement: str, key: object, after: int, size: int) -> tuple[int, int]:
+    """Lock and delete up to ``size`` rows past seq ``after`` that ``statement`` picks by ``key``, with their
+    summaries and chunks, in one statement; returns how many and the last seq. Every row locked must go (a rule or
+    trigger planted since the store was opened could keep one: schema.check_foreign_objects refuses those)."""
+    tx.must_stick |= {"rows", "summaries", "chunks"}  # a trigger or rule planted since open: refused at COMMIT
+    locked, gone, last = tx._one(statement, (key, after, size))
+    if gone != locked:
         raise IntegrityError("a delete left rows it was asked to remove (the database was altered to keep them)")
-    tx.deleted = True
-    tx.must_stick |= {"rows", "summaries", "chunks"}
+    tx.deleted = tx.deleted or gone > 0
+    return gone, after if last is None else last
