@@ -1,7 +1,8 @@
 """What the PostgreSQL store does to save round trips must not change what a reader or a collector sees: a row
 lookup reads ahead (the owner's ledger head, a small row's chunk) only inside its REPEATABLE READ snapshot, a
 write transaction (READ COMMITTED) reads each statement afresh, and gc's one-statement batches skip rows another
-transaction holds, never wait for them, and reach every expired row past live ones."""
+transaction holds, never wait for them, and reach every expired row past live ones; queued updates keep the order
+in which the transaction made them and are seen by its next statement."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import time
 import pytest
 
 from keys import SealedLedger
-from tests.storage.contract_support import NOW, OWNER, Ids, put, put_ledger
-from vault.storage import open_store
+from tests.storage.contract_support import NOW, OWNER, TURN, Ids, put, put_ledger
+from vault.storage import StoredRow, open_store
 from vault.storage.postgres import store as postgres_store
 
 pytestmark = pytest.mark.postgres
@@ -135,3 +136,24 @@ def test_two_transactions_deleting_one_row_delete_it_once(store):
     assert results == [NOW + 60, None]
     with store.snapshot() as snap:
         assert snap.read_summary(row.seq) is None and list(snap.read_chunks(row.seq, 0, 9)) == []
+
+
+def test_queued_updates_keep_their_order_with_inserts_and_are_seen_by_the_next_statement(store):
+    ids = Ids()
+    old = put(store, ids)
+    with store.transaction() as tx:
+        tx.update_wrapped_key(old.seq, 2, b"rewrapped", b"resealed")  # queued before the put's inserts
+        seq, _ = tx.next_row(OWNER, 1)
+        new = StoredRow(seq, ids.new(seq), OWNER, TURN, 1, NOW + 60, 1, b"w", b"m")
+        tx.insert_chunk(seq, 0, b"chunk")
+        tx.insert_row(new, b"summary")
+        tx.update_expiry(seq, NOW + 600, b"extended", b"summary 2")  # queued after them: it must find the row
+        assert tx.find_row(old.row_id, old.seq).wrapped_key == b"rewrapped"
+        assert tx.find_row(new.row_id, seq).metadata == b"extended"
+        tx.update_expiry(old.seq, NOW + 900, b"old extended", b"old summary 2")
+    with store.snapshot() as snap:
+        assert snap.find_row(new.row_id, seq).expires_at == NOW + 600 and snap.read_summary(seq) == b"summary 2"
+        found = snap.find_row(old.row_id, old.seq)
+        assert (found.key_version, found.wrapped_key, found.expires_at, found.metadata) == (
+            2, b"rewrapped", NOW + 900, b"old extended")
+        assert snap.read_summary(old.seq) == b"old summary 2"

@@ -44,6 +44,13 @@ INSERT_ROW_WITH_CHUNK = (
     "INSERT INTO rows (seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata) "
     "VALUES (%(seq)s, %(id)s, %(owner_tag)s, %(turn_tag)s, %(key_version)s, %(expires_at)s, %(size_bytes)s, "
     "%(wrapped_key)s, %(metadata)s)")
+# a row's new expiry or wrapped key with its re-sealed summary, one statement each (sent with the next statement)
+UPDATE_EXPIRY = ("WITH summary AS (UPDATE summaries SET sealed = %(summary)s WHERE seq = %(seq)s) "
+                 "UPDATE rows SET expires_at = %(expires_at)s, metadata = %(metadata)s WHERE seq = %(seq)s")
+UPDATE_WRAPPED_KEY = "UPDATE rows SET key_version = %(version)s, wrapped_key = %(wrapped_key)s WHERE seq = %(seq)s"
+UPDATE_WRAPPED_KEY_AND_SUMMARY = (
+    "WITH summary AS (UPDATE summaries SET sealed = %(summary)s WHERE seq = %(seq)s) "
+    "UPDATE rows SET key_version = %(version)s, wrapped_key = %(wrapped_key)s WHERE seq = %(seq)s")
 OWNER_USAGE = ("SELECT count(*), coalesce(sum(size_bytes), 0)::bigint "
                "+ coalesce((SELECT length(body) FROM deletions WHERE owner_tag = %(tag)s), 0) "
                "FROM rows WHERE owner_tag = %(tag)s")

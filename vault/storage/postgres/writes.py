@@ -1,5 +1,6 @@
-"""The PostgreSQL write transaction: READ COMMITTED, per-owner advisory locks, and a put's inserts queued and sent
-with its COMMIT in one pipeline (rows.py says why)."""
+"""The PostgreSQL write transaction: READ COMMITTED, per-owner advisory locks, and writes nobody reads the result of
+(a put's inserts, the updates of an extend_turn or a rewrap batch) queued and sent in one pipeline with the
+transaction's next statement or its COMMIT (rows.py says why)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ class PgWriteTx(PgReads):
     def __init__(self, store: Any) -> None:
         super().__init__(store)
         self._rows: list[dict[str, Any]] = []  # queued rows, each with its summary
+        self._updates: list[tuple[str, dict[str, Any]]] = []  # queued updates (nothing reads their results)
         self._chunks: list[tuple[int, int, bytes]] = []
         self._chunk_bytes = 0
         self._locked: set[tuple[int, int]] = set()
@@ -62,7 +64,7 @@ class PgWriteTx(PgReads):
 
     def _commit(self) -> None:
         """Send what is queued and COMMIT in one pipeline; on any failure roll back (a failed COMMIT rolls back)."""
-        if not self._begun and not self._rows and not self._chunks:
+        if not self._begun and not self._rows and not self._chunks and not self._updates:
             return
         connection = self.connection
         try:
@@ -94,10 +96,13 @@ class PgWriteTx(PgReads):
             raise
 
     def _send_queued(self) -> None:
-        """Send the queued chunks and rows (inside the caller's pipeline): a row of one chunk in one statement."""
+        """Send the queued updates, chunks and rows (inside the caller's pipeline): a row of one chunk in one
+        statement."""
         connection = self.connection
-        chunks, rows = self._chunks, self._rows
-        self._chunks, self._chunk_bytes, self._rows = [], 0, []
+        chunks, rows, updates = self._chunks, self._rows, self._updates
+        self._chunks, self._chunk_bytes, self._rows, self._updates = [], 0, [], []
+        for statement, parameters in updates:
+            connection.execute(statement, parameters)
         if len(chunks) == 1 and len(rows) == 1 and chunks[0][:2] == (rows[0]["seq"], 0):
             connection.execute(sql.INSERT_ROW_WITH_CHUNK, rows[0] | {"chunk": chunks[0][2]})
             return
@@ -110,8 +115,8 @@ class PgWriteTx(PgReads):
             connection.execute(sql.INSERT_ROW, row)
 
     def _before_statement(self) -> None:
-        """Queued inserts go before any other statement of the transaction (its order is the caller's)."""
-        if not self._rows and not self._chunks:
+        """Queued writes go before any other statement of the transaction (its order is the caller's)."""
+        if not self._rows and not self._chunks and not self._updates:
             return
         connection = self.connection
         with TRANSLATE, connection.pipeline():
@@ -171,15 +176,22 @@ class PgWriteTx(PgReads):
         return rows, size
 
     def update_expiry(self, seq: int, expires_at: float, metadata: bytes, sealed_summary: bytes) -> None:
-        """Give row ``seq`` a new expiry with its re-sealed metadata and summary."""
-        self._run("UPDATE rows SET expires_at = %s, metadata = %s WHERE seq = %s", (expires_at, metadata, seq))
-        self._run("UPDATE summaries SET sealed = %s WHERE seq = %s", (sealed_summary, seq))
+        """Give row ``seq`` a new expiry with its re-sealed metadata and summary (queued, as inserts are: an
+        extend_turn or a rewrap batch sends its updates together, not one round trip each)."""
+        self._queue_update((sql.UPDATE_EXPIRY, {"seq": seq, "expires_at": expires_at, "metadata": metadata,
+                                              "summary": sealed_summary}))
 
     def update_wrapped_key(self, seq: int, version: int, wrapped_key: bytes, sealed_summary: bytes | None) -> None:
-        """Store a row's data key wrapped under ``version``, and its re-sealed summary (None: unchanged)."""
-        self._run("UPDATE rows SET key_version = %s, wrapped_key = %s WHERE seq = %s", (version, wrapped_key, seq))
-        if sealed_summary is not None:
-            self._run("UPDATE summaries SET sealed = %s WHERE seq = %s", (sealed_summary, seq))
+        """Store a row's data key wrapped under ``version``, and its re-sealed summary (None: unchanged); queued."""
+        parameters = {"seq": seq, "version": version, "wrapped_key": wrapped_key, "summary": sealed_summary}
+        statement = sql.UPDATE_WRAPPED_KEY if sealed_summary is None else sql.UPDATE_WRAPPED_KEY_AND_SUMMARY
+        self._queue_update((statement, parameters))
+
+    def _queue_update(self, update: tuple[str, dict[str, Any]]) -> None:
+        """Queue an update after whatever inserts are queued (they are sent first: the order is the caller's)."""
+        if self._rows or self._chunks:
+            self._before_statement()
+        self._updates.append(update)
 
     def rows_to_rewrap(self, owner_tag: bytes, primary: int, limit: int) -> list[tuple[StoredRow, bytes | None]]:
         """Up to ``limit`` rows of an owner wrapped under another version than ``primary``."""
