@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
 COLUMNS = ("id", "owner_tag", "turn_tag", "key_version", "expires_at", "size_bytes", "wrapped_key", "metadata")
 
 
@@ -54,3 +57,31 @@ class RowReads:
     def summaries(self) -> dict[int, bytes]:
         """Every stored summary, by seq."""
         return dict(self._all("SELECT seq, sealed FROM summaries ORDER BY seq"))
+
+
+@dataclass(frozen=True)
+class SavedRow:
+    """An attacker's copy of one row: its seq, clear columns, sealed summary and sealed chunks (by index)."""
+
+    seq: int
+    columns: dict
+    summary: bytes
+    chunks: tuple[tuple[int, bytes], ...]
+
+
+class RowCopies:
+    """Copies of whole rows, made the same way on both stores through their own ``save_row`` and ``insert_row``."""
+
+    def save_row(self, seq: int) -> SavedRow:
+        raise NotImplementedError
+
+    def insert_row(self, seq: int, columns: dict, summary: bytes, chunks: Iterable[tuple[int, bytes]]) -> None:
+        raise NotImplementedError
+
+    def copy_row(self, seq: int, to: int, **columns: object) -> None:
+        """Copy row ``seq`` with its summary and chunks to ``to``, optionally changing clear columns."""
+        self.write_row(replace(self.save_row(seq), seq=to), **columns)
+
+    def write_row(self, saved: SavedRow, **columns: object) -> None:
+        """Insert a saved row (optionally with some clear columns changed) at its seq."""
+        self.insert_row(saved.seq, {**saved.columns, **columns}, saved.summary, saved.chunks)

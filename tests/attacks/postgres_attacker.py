@@ -13,17 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 
 import psycopg
 
 from tests.attacks import pg_locations
 from tests.attacks.bookkeeping import Bookkeeping
-from tests.attacks.part_edits import PartEdits, RowReads
+from tests.attacks.part_edits import COLUMNS, PartEdits, RowCopies, RowReads, SavedRow
 from tests.attacks.pg_cells import TABLES, PgTamperCells, QmarkConnection, put_value
 from tests.attacks.pg_sessions import PgSessions
-from tests.attacks.sqlite_attacker import COLUMNS, SavedRow
 
 LAST_SEQ = 2**63 - 1  # the row sequence's last value (bigint)
 
@@ -32,7 +30,7 @@ def _hex(value: object) -> str:
     return value.encode().hex() if isinstance(value, str) else bytes(value).hex()
 
 
-class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions, PartEdits, RowReads):
+class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions, PartEdits, RowReads, RowCopies):
     """Reads and writes one vault's schema behind the vault's back; every write is committed at once."""
 
     LAYOUTS = ("new",)  # no PostgreSQL store predates its first schema
@@ -160,15 +158,9 @@ class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions, PartEdits, RowRea
     def shift_rows(self, by: int) -> None:
         self.run(*((f"UPDATE {table} SET seq = seq + ?", by) for table in ("rows", "summaries", "chunks")))
 
-    def copy_row(self, seq: int, to: int, **columns: object) -> None:
-        self.write_row(replace(self.save_row(seq), seq=to), **columns)
-
     def save_row(self, seq: int) -> SavedRow:
         chunks = self._all("SELECT idx, sealed FROM chunks WHERE seq = ? ORDER BY idx", seq)
         return SavedRow(seq, self.row(seq), self.read(seq, "summary"), tuple(chunks))
-
-    def write_row(self, saved: SavedRow, **columns: object) -> None:
-        self.insert_row(saved.seq, {**saved.columns, **columns}, saved.summary, saved.chunks)
 
     def insert_row(self, seq: int, columns: dict, summary: bytes, chunks: Iterable[tuple[int, bytes]]) -> None:
         assert set(columns) == set(COLUMNS), f"a row has the columns {COLUMNS}"

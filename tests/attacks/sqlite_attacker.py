@@ -15,11 +15,10 @@ import shutil
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tests.attacks.bookkeeping import Bookkeeping
-from tests.attacks.part_edits import COLUMNS, PartEdits, RowReads
+from tests.attacks.part_edits import COLUMNS, PartEdits, RowCopies, RowReads, SavedRow
 from tests.attacks.sqlite_files import SqliteFiles
 from tests.attacks.tamper_cells import TABLES, Cell, TamperCells  # noqa: F401 (re-exported)
 from tests.storage.sqlite.layouts import legacy_file
@@ -29,17 +28,7 @@ SHIFT = 20  # a chunk's key is seq << SHIFT | index
 INDEX_MASK = (1 << SHIFT) - 1
 
 
-@dataclass(frozen=True)
-class SavedRow:
-    """An attacker's copy of one row: its seq, clear columns, sealed summary and sealed chunks (by index)."""
-
-    seq: int
-    columns: dict
-    summary: bytes
-    chunks: tuple[tuple[int, bytes], ...]
-
-
-class SqliteAttacker(TamperCells, Bookkeeping, SqliteFiles, PartEdits, RowReads):
+class SqliteAttacker(TamperCells, Bookkeeping, SqliteFiles, PartEdits, RowReads, RowCopies):
     """Reads and writes one vault file behind the vault's back; every write is committed at once."""
 
     LAYOUTS = ("new", "legacy")  # files made by this scratchvault, and before schema 3 (found by an index on ids)
@@ -193,18 +182,10 @@ class SqliteAttacker(TamperCells, Bookkeeping, SqliteFiles, PartEdits, RowReads)
             connection.execute("UPDATE summaries SET seq = seq + ?", (by,))
             connection.execute(f"UPDATE chunks SET pos = pos + (? << {SHIFT})", (by,))
 
-    def copy_row(self, seq: int, to: int, **columns: object) -> None:
-        """Copy row ``seq`` with its summary and chunks to ``to``, optionally changing clear columns."""
-        self.write_row(replace(self.save_row(seq), seq=to), **columns)
-
     def save_row(self, seq: int) -> SavedRow:
         """The attacker's copy of row ``seq``."""
         chunks = self._all(f"SELECT pos & {INDEX_MASK}, sealed FROM chunks WHERE pos >> {SHIFT} = ? ORDER BY pos", seq)
         return SavedRow(seq, self.row(seq), self.read(seq, "summary"), tuple(chunks))
-
-    def write_row(self, saved: SavedRow, **columns: object) -> None:
-        """Insert a saved row (optionally with some clear columns changed) at its seq."""
-        self.insert_row(saved.seq, {**saved.columns, **columns}, saved.summary, saved.chunks)
 
     def insert_row(self, seq: int, columns: dict, summary: bytes, chunks: Iterable[tuple[int, bytes]]) -> None:
         """Insert a row made by hand: its clear columns, sealed summary and sealed chunks (index, sealed)."""
