@@ -161,7 +161,7 @@ def test_the_principal_comes_from_the_flags_else_the_environment(monkeypatch):
 def test_without_the_extra_the_command_says_what_to_install_and_the_cli_never_imports_mcp(monkeypatch, capsys):
     for name in [name for name in sys.modules if name.split(".")[0] == "mcp"] + ["mcp"]:
         monkeypatch.setitem(sys.modules, name, None)  # as if scratchvault[mcp] were not installed
-    monkeypatch.delitem(sys.modules, "vault.integrations.mcp")
+    monkeypatch.delitem(sys.modules, "vault.integrations.mcp", raising=False)
     assert cli.main(["mcp", "--db", str(ROOT / "absent.db"), "--user", "alice", "--turn", "turn-1"]) == 5
     assert capsys.readouterr().err == ("scratchvault: VaultError: the MCP server needs the MCP SDK: "
                                        "pip install 'scratchvault[mcp]'\n")
