@@ -25,13 +25,14 @@ from typing import Any, NoReturn
 
 from vault.audit import AUDIT_LOGGER
 from vault.errors import IntegrityError, InvalidArgument, KeyUnavailable, NotFound, UnsafeStorage, VaultError
-from vault.ops import commands
+from vault.ops import commands, mcp_command
 
 EXIT_CODES = ((NotFound, 1), (InvalidArgument, 2), (KeyUnavailable, 3), (IntegrityError, 4), (VaultError, 5))
 EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 2, 70, 130, 141
 AUDIT_LOG_ENV = "SCRATCHVAULT_AUDIT_LOG"
 QUIET_LOGGERS = ("scratchvault", "psycopg")  # psycopg's pool logs connection failures (never a password, but noise)
-DESCRIPTION = """Operate a scratchvault database: store, read, list, delete, collect expired rows, manage keys.
+DESCRIPTION = """Operate a scratchvault database: store, read, list, delete, collect expired rows, manage keys,
+serve scratchpad_read over MCP.
 
 exit codes: 0 ok, 1 not found (or another user's id), 2 usage or invalid argument, 3 key unavailable,
 4 integrity failure, 5 storage or environment, 70 internal error, 130 interrupted, 141 output closed;
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     for option in ("--user", "--actor", "--channel", "--turn"):
         tag.add_argument(option, default=None)
     command("doctor", commands.doctor, "is the keyring acceptable and the database private? (exit 1 if not)")
+    mcp_command.add_command(command)
     command("demo", commands.demo, "two users, slices, a refused cross-user read, expiry, gc and shredding "
             "(throwaway database unless --db)")
     return parser

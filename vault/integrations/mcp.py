@@ -1,0 +1,128 @@
+"""An MCP server offering ``scratchpad_read`` (needs ``scratchvault[mcp]``): over stdio for one principal and
+turn fixed by the host that launches it (``scratchvault mcp``), or over any MCP transport with a hook that
+names the principal and turn of each request (a multi-tenant HTTP server maps its access tokens to them).
+
+The model's arguments never choose whose rows are read: ``principal_for`` does, from the request's context.
+``tools/list`` follows :meth:`Scratchpad.tools` at every request (the tool is listed only while the principal
+has readable rows in the turn; a vault fault lists nothing); no ``listChanged`` is advertised, since the rows are
+written by the engine, elsewhere, and this server has no event to announce. ``tools/call`` answers
+:meth:`Scratchpad.call_tool`'s dict as JSON text and as structured content, ``isError`` when it is an error.
+Vault calls run in worker threads, so the event loop never blocks on the keyring or the database.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from importlib import metadata
+from typing import Any
+
+import anyio.to_thread
+import mcp_types as types
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+
+from vault.engine import FAULT, Scratchpad
+from vault.errors import InvalidArgument
+from vault.inputs import check_identifier
+from vault.model import Principal, check_principal
+
+log = logging.getLogger("scratchvault.mcp")
+TOOL_NAME = "scratchpad_read"
+REFUSED = "this request has no principal here"  # the only thing a refused request learns
+
+Who = tuple[Principal, str]
+PrincipalFor = Callable[[ServerRequestContext[Any, Any]], Who | Awaitable[Who]]
+
+
+def fixed_principal(principal: Principal, turn_id: str) -> PrincipalFor:
+    """The hook of a server bound to one principal and turn for its whole life (the stdio server)."""
+    check_principal(principal)
+    check_identifier(turn_id, "turn_id")
+    return lambda _context: (principal, turn_id)
+
+
+def access_token(context: ServerRequestContext[Any, Any]) -> AccessToken | None:
+    """The bearer token the SDK's auth middleware verified for this HTTP request (``token_verifier`` of
+    ``streamable_http_app``), or None (stdio, or no authentication configured): what a hook maps to a principal."""
+    scope = getattr(context.request, "scope", None)
+    user = scope.get("user") if isinstance(scope, dict) else None
+    return user.access_token if isinstance(user, AuthenticatedUser) else None
+
+
+def build_server(scratchpad: Scratchpad, principal_for: PrincipalFor, *, name: str = "scratchvault") -> Server:
+    """A low-level MCP ``Server`` offering ``scratchpad_read``. ``principal_for(context)`` (sync or async) names
+    the principal and turn of each request from what the host authenticated (``context.request`` on HTTP);
+    when it raises or returns anything else, the request is refused with one message naming no one."""
+    if not isinstance(scratchpad, Scratchpad):
+        raise InvalidArgument("scratchpad must be a Scratchpad")
+    if not callable(principal_for):
+        raise InvalidArgument("principal_for must be a callable taking the request context")
+
+    async def list_tools(context: ServerRequestContext[Any, Any], _params: Any) -> types.ListToolsResult:
+        principal, turn_id = await _who(principal_for, context)
+        try:
+            offered = await anyio.to_thread.run_sync(scratchpad.tools, principal, turn_id, "mcp")
+        except Exception as error:  # a vault fault (or a bug) lists nothing, like a turn without rows
+            log.warning("tools/list: %s; scratchpad_read not offered", type(error).__name__)
+            offered = []
+        return types.ListToolsResult(tools=[types.Tool(name=declared["name"], description=declared["description"],
+                                                       input_schema=declared["inputSchema"]) for declared in offered])
+
+    async def call_tool(context: ServerRequestContext[Any, Any],
+                        params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name != TOOL_NAME:
+            raise MCPError(types.INVALID_PARAMS, f"unknown tool; this server offers only {TOOL_NAME}")
+        principal, turn_id = await _who(principal_for, context)
+        try:
+            answer = await anyio.to_thread.run_sync(scratchpad.call_tool, principal, turn_id, params.arguments)
+        except Exception as error:  # call_tool answers every vault fault itself; this is a bug: no details out
+            log.error("scratchpad_read: unexpected %s", type(error).__name__)
+            answer = dict(FAULT)
+        return result(answer)
+
+    return Server(name, version=_version(), on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def result(answer: dict[str, Any]) -> types.CallToolResult:
+    """``call_tool``'s dict as the MCP result: JSON text for every client, the same object as structured
+    content, and ``isError`` for the error answers (not found, invalid arguments, fault)."""
+    text = json.dumps(answer, ensure_ascii=False)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=answer,
+                                is_error="error" in answer)
+
+
+async def serve_stdio(scratchpad: Scratchpad, principal: Principal, turn_id: str) -> None:
+    """Serve MCP on stdin/stdout for one principal and turn until the client closes stdin (stdout carries
+    only the protocol: the SDK points file descriptor 1 at stderr while it serves)."""
+    server = build_server(scratchpad, fixed_principal(principal, turn_id))
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def _version() -> str:
+    try:
+        return metadata.version("scratchvault")
+    except metadata.PackageNotFoundError:  # run from a source tree
+        return ""
+
+
+async def _who(principal_for: PrincipalFor, context: ServerRequestContext[Any, Any]) -> Who:
+    """The request's principal and turn from the host's hook, checked; MCPError (naming no one) otherwise."""
+    try:
+        who = principal_for(context)
+        if inspect.isawaitable(who):
+            who = await who
+        principal, turn_id = who
+        check_principal(principal)
+        check_identifier(turn_id, "turn_id")
+    except Exception as error:  # the host's refusal or its bug: neither its message nor the token goes out
+        log.warning("request refused: principal_for raised or returned no principal (%s)", type(error).__name__)
+        raise MCPError(types.INVALID_REQUEST, REFUSED) from None
+    return principal, turn_id
