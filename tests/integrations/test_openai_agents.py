@@ -51,8 +51,9 @@ class ScriptedModel(Model):
         if callable(arguments):  # arguments that depend on what the model saw (e.g. an id)
             arguments = arguments(self.outputs)
         if self.strict_calls:
-            tool = next(tool for tool in self.offered[-1] if tool.name == name)
-            Draft202012Validator(tool.params_json_schema).validate(arguments)
+            schema = next(tool for tool in self.offered[-1] if tool.name == name).params_json_schema
+            arguments = {**{field: unused(schema["properties"][field]) for field in schema["required"]}, **arguments}
+            Draft202012Validator(schema).validate(arguments)
         raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
         call = ResponseFunctionToolCall(type="function_call", call_id=f"c{len(self.offered)}", name=name,
                                         arguments=raw, status="completed")
@@ -60,6 +61,11 @@ class ScriptedModel(Model):
 
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         raise NotImplementedError("these tests do not stream")
+
+
+def unused(field: dict) -> Any:
+    """What a strict model must send for a field it has no use for: null where allowed, else the least value."""
+    return None if "null" in field.get("type", []) else field.get("minimum", 0)
 
 
 @function_tool
@@ -79,10 +85,9 @@ def stored_id(outputs: list[str]) -> str:
     return json.loads(outputs[0])["id"]
 
 
-def read(mode: str, n: int | None = None, start: int | None = None, end: int | None = None) -> tuple:
-    """A strict model's call: every field, null for the unused ones; the id from the first tool result."""
-    return ("scratchpad_read", lambda outputs: {"id": stored_id(outputs), "mode": mode, "n": n, "start": start,
-                                                "end": end})
+def read(mode: str, **fields: int) -> tuple:
+    """A call of the id the first tool result gave; a strict model fills in the fields it does not use."""
+    return ("scratchpad_read", lambda outputs: {"id": stored_id(outputs), "mode": mode, **fields})
 
 
 @pytest.fixture
@@ -92,26 +97,28 @@ def pad(vault):
 
 # -- end to end in strict mode -------------------------------------------------------------------------
 def test_a_strict_model_stores_through_the_wrapper_and_reads_head_tail_and_range(pad, vault, alice):
-    model = run(pad, TurnContext(alice, "t1"), [("fetch_report", {}), read("head", 12), read("tail", 5),
-                                                read("range", None, 3, 9), "done"], strict_calls=True)
-    representation, head, tail, window = (json.loads(output) for output in model.outputs)
+    model = run(pad, TurnContext(alice, "t1"), [("fetch_report", {}), read("head", n=12), read("tail", n=5),
+                                                read("range", start=3, end=9), "done"], strict_calls=True)
+    representation, *reads = (json.loads(output) for output in model.outputs)
+    assert [result.get("content", result) for result in reads] == [TEXT[:12], TEXT[-5:], TEXT[3:9]]
     assert vault.get(alice, representation["id"]).content == REPORT  # stored as JSON, not as its text
     assert representation["content_kind"] == "json" and representation["step_num"] == 1
-    assert (head["content"], tail["content"], window["content"]) == (TEXT[:12], TEXT[-5:], TEXT[3:9])
     assert [[tool.name for tool in tools] for tools in model.offered] == [
         ["fetch_report"]] + [["fetch_report", "scratchpad_read"]] * 4  # offered once there is something to read
 
 
 def test_the_read_tool_is_declared_strict_and_the_sdk_sends_our_strict_schema_unchanged(pad):
-    tool = scratchpad_read_tool(pad)
-    assert tool.strict_json_schema is True
-    assert Converter.convert_tools([tool], []).tools == [tool_declaration("openai-responses", strict=True)]
+    [sent] = Converter.convert_tools([scratchpad_read_tool(pad)], []).tools  # what goes to the Responses API
+    assert sent["strict"] is True and "default" not in json.dumps(sent)
+    assert [sent["parameters"]["properties"][field]["type"] for field in ("n", "start", "end")] == [
+        ["integer", "null"]] * 3
+    assert sent == tool_declaration("openai-responses", strict=True)
     lenient = scratchpad_read_tool(pad, strict=False)
     assert (lenient.strict_json_schema, lenient.params_json_schema) == (False, tool_declaration()["parameters"])
 
 
 def test_results_reach_the_model_as_json_text_not_python_repr(pad, alice):
-    model = run(pad, TurnContext(alice, "t1"), [("fetch_report", {}), read("head", 3), "done"])
+    model = run(pad, TurnContext(alice, "t1"), [("fetch_report", {}), read("head", n=3), "done"])
     for output in model.outputs:
         assert isinstance(json.loads(output), dict)
     assert "'" not in model.outputs[0] and '"id": "' in model.outputs[0]
@@ -122,8 +129,8 @@ def test_another_principal_of_the_same_turn_gets_exactly_the_unknown_id_answer(p
     alices = run(pad, TurnContext(alice, "t1"), [("fetch_report", {}), "done"])
     row = stored_id(alices.outputs)
     pad.observe(bob, "t1", 1, "tool", "b" * 5000)  # Bob has rows of his own in t1, so he is offered the tool
-    bobs = run(pad, TurnContext(bob, "t1"), [("scratchpad_read", {"id": row, "mode": "head", "n": 5, "start": None,
-                                                                  "end": None}), "done"], strict_calls=True)
+    bobs = run(pad, TurnContext(bob, "t1"), [("scratchpad_read", {"id": row, "mode": "head"}), "done"],
+               strict_calls=True)
     assert bobs.outputs == [json.dumps(NOT_FOUND)]
 
 
@@ -190,7 +197,7 @@ def test_the_readme_example_runs(db_path, keyring_backend, alice, capsys):
     code = readme_block("### OpenAI Agents SDK")
     assert code.count("Vault.open()") == 1 and code.count('model="gpt-4.1"') == 1
     code = code.replace("Vault.open()", "Vault.open(DB, keyring_backend=KEYRING)").replace('"gpt-4.1"', "MODEL")
-    model = ScriptedModel([("fetch_report", {"quarter": "Q3"}), read("head", 22), "Q3: 5000 rows"],
+    model = ScriptedModel([("fetch_report", {"quarter": "Q3"}), read("head", n=22), "Q3: 5000 rows"],
                           strict_calls=True)
     exec(compile(code, "README-openai-agents", "exec"),  # the README's own example, as written
          {"__name__": "readme", "DB": str(db_path), "KEYRING": keyring_backend, "MODEL": model})
