@@ -130,7 +130,12 @@ field_values = {
     "mode": st.sampled_from(["head", "tail", "range", "full", "all", None, 1]),
     "n": units | st.none(), "start": units | st.none(), "end": units | st.none(), "user_id": st.just("bob"),
 }
-arguments = st.fixed_dictionaries({}, optional=field_values)
+small = st.integers(min_value=0, max_value=40) | st.none()
+well_formed = {"id": st.just(ID), "mode": st.sampled_from(["head", "tail", "range", "full"]), "n": small,
+               "start": small, "end": small}
+arguments = (st.fixed_dictionaries({}, optional=field_values)  # anything, mostly wrong
+             | st.fixed_dictionaries({"id": st.just(ID)}, optional={k: v for k, v in well_formed.items() if k != "id"})
+             | st.fixed_dictionaries(well_formed))  # the strict form: every field
 
 
 def parser_accepts(args: dict) -> bool:
