@@ -1,1 +1,2 @@
-"""The agent-framework adapters (vault/integrations/), each driven through its framework's own package."""
+"""The agent-framework adapters (vault/integrations/), each through its real framework with the framework's own
+offline test models."""

@@ -111,12 +111,19 @@ class Scratchpad:
         return value
 
     # -- before every model call -----------------------------------------------------------------------
-    def tools(self, principal: Principal, turn_id: str, shape: str = "neutral") -> list[dict[str, Any]]:
-        """``[scratchpad_read declaration]`` when the principal has readable rows in this turn, else ``[]``.
-        An index lookup: nothing is decrypted."""
+    def tools(self, principal: Principal, turn_id: str, shape: str = "neutral", *,
+              strict: bool = False) -> list[dict[str, Any]]:
+        """``[scratchpad_read declaration]`` (see ``tool_declaration``) when the principal has readable rows in
+        this turn, else ``[]``. An index lookup: nothing is decrypted. A vault fault is logged and offers
+        nothing, as ``call_tool`` answers one, so it cannot end a turn; a bad principal still raises."""
         _check_call(principal, turn_id)
-        declaration = tool_declaration(shape)
-        return [declaration] if self._vault.has_rows(principal, turn_id) else []
+        declaration = tool_declaration(shape, strict=strict)
+        try:
+            readable = self._vault.has_rows(principal, turn_id)
+        except VaultError as error:  # StorageError on a closed vault or a broken store: logged, never shown
+            log.warning("scratchpad tools failed: %s", type(error).__name__)
+            return []
+        return [declaration] if readable else []
 
     def resume(self, principal: Principal, turn_id: str, *, ttl_seconds: float | None = None) -> list[dict[str, Any]]:
         """Resume a suspended turn (in any process): extend its live rows' lifetime and return their contexts."""

@@ -1,4 +1,9 @@
-"""The ``scratchpad_read`` tool declaration, in the neutral JSON-schema form and in each vendor's shape."""
+"""The ``scratchpad_read`` tool declaration, in the neutral JSON-schema form and in each vendor's shape.
+
+Two schemas: the lenient one (optional fields with defaults; the original shapes, kept byte for byte) and
+OpenAI's strict one (every field required, the unused ones sent as null, no ``default``), which the parser
+accepts too: null for ``n``, ``start`` or ``end`` means the field is absent.
+"""
 
 from __future__ import annotations
 
@@ -34,17 +39,55 @@ SCRATCHPAD_READ_TOOL: dict[str, Any] = {
     "parameters": _PARAMETERS,
 }
 
+# "start and end only with mode range", said in JSON Schema (if/then), for the new lenient Responses shape;
+# the original shapes stay as they were, and OpenAI's strict mode allows neither if/then nor a root anyOf.
+_RANGE_RULE: dict[str, Any] = {
+    "if": {"not": {"properties": {"mode": {"const": "range"}}, "required": ["mode"]}},
+    "then": {"not": {"anyOf": [{"required": ["start"]}, {"required": ["end"]}]}},
+}
+_NULLABLE = {"n": "How many units for head and tail; null means 2000.",
+             "start": "range only: first unit, inclusive; null for 0, and always null unless mode is range.",
+             "end": "range only: last unit, exclusive; null for the end, and always null unless mode is range."}
+STRICT_SHAPES = ("openai", "openai-responses")
+SHAPES = ("neutral", "openai", "openai-responses", "anthropic", "mcp")
 
-def tool_declaration(shape: str = "neutral") -> dict[str, Any]:
-    """A fresh copy of the declaration as ``neutral``, ``openai``, ``anthropic`` or ``mcp`` expects it."""
-    name, description = SCRATCHPAD_READ_TOOL["name"], SCRATCHPAD_READ_TOOL["description"]
+
+def strict_parameters() -> dict[str, Any]:
+    """The parameters under OpenAI's strict rules: all fields required, ``n``/``start``/``end`` nullable (null
+    means absent), no ``default``. ``mode`` is not nullable: a strict model always names it (head is usual)."""
     schema = copy.deepcopy(_PARAMETERS)
+    properties = schema["properties"]
+    del properties["mode"]["default"]
+    properties["mode"]["description"] += " Use head unless another mode is needed."
+    for name, description in _NULLABLE.items():
+        properties[name] = {"type": ["integer", "null"], "minimum": 0, "description": description}
+    schema["required"] = list(properties)
+    return schema
+
+
+def tool_declaration(shape: str = "neutral", *, strict: bool = False) -> dict[str, Any]:
+    """A fresh copy of the declaration as ``neutral``, ``openai`` (Chat Completions), ``openai-responses``,
+    ``anthropic`` or ``mcp`` expects it. ``strict=True`` (the OpenAI shapes only) gives the strict-mode schema
+    and ``"strict": true``. ``openai-responses`` always says ``strict``, since that API turns strict mode on
+    when it is left out: ``strict=False`` is ``"strict": false`` with the lenient schema."""
+    if shape not in SHAPES:
+        raise InvalidArgument(f"shape must be one of {', '.join(SHAPES)}")
+    if type(strict) is not bool:
+        raise InvalidArgument("strict must be a bool")
+    if strict and shape not in STRICT_SHAPES:
+        raise InvalidArgument(f"strict applies to the {' and '.join(STRICT_SHAPES)} shapes only")
+    name, description = SCRATCHPAD_READ_TOOL["name"], SCRATCHPAD_READ_TOOL["description"]
+    schema = strict_parameters() if strict else copy.deepcopy(_PARAMETERS)
     if shape == "neutral":
         return {"name": name, "description": description, "parameters": schema}
     if shape == "openai":
-        return {"type": "function", "function": {"name": name, "description": description, "parameters": schema}}
+        function = {"name": name, "description": description, "parameters": schema}
+        return {"type": "function", "function": {**function, "strict": True} if strict else function}
+    if shape == "openai-responses":
+        if not strict:
+            schema["allOf"] = [copy.deepcopy(_RANGE_RULE)]
+        return {"type": "function", "name": name, "description": description, "parameters": schema,
+                "strict": strict}
     if shape == "anthropic":
         return {"name": name, "description": description, "input_schema": schema}
-    if shape == "mcp":
-        return {"name": name, "description": description, "inputSchema": schema}
-    raise InvalidArgument("shape must be one of neutral, openai, anthropic, mcp")
+    return {"name": name, "description": description, "inputSchema": schema}

@@ -4,7 +4,8 @@ A model's arguments are untrusted: a dict from the vendor SDK, or the raw JSON s
 Anything outside the schema is an ``InvalidArgument`` whose message tells the model what to fix, and echoes at
 most a short, shortened field name. One deliberate departure from the schema: an ``id`` string that does not
 match the id pattern is not a schema error, so that a malformed id gets the same "not found" answer as an id
-of another user, of another turn, expired or absent (the caller decides that answer).
+of another user, of another turn, expired or absent (the caller decides that answer). Null for ``n``,
+``start`` or ``end`` is the field left out, as OpenAI's strict mode sends an unused field; ``mode`` has no null.
 """
 
 from __future__ import annotations
@@ -56,9 +57,10 @@ def parse_arguments(arguments: object) -> ReadRequest:
     mode = arguments.get("mode", DEFAULT_MODE)
     if not isinstance(mode, str) or mode not in MODES:
         raise InvalidArgument(f"mode must be one of {', '.join(MODES)}")
-    n = _units(arguments.get("n", DEFAULT_N), "n")
-    start = _units(arguments["start"], "start") if "start" in arguments else None
-    end = _units(arguments["end"], "end") if "end" in arguments else None
+    given = {name: arguments.get(name) for name in ("n", "start", "end")}  # null is the field left out
+    n = DEFAULT_N if given["n"] is None else _units(given["n"], "n")
+    start = None if given["start"] is None else _units(given["start"], "start")
+    end = None if given["end"] is None else _units(given["end"], "end")
     check_read_window(mode, start, end)
     return ReadRequest(row_id, mode, n, start, end)
 

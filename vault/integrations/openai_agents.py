@@ -1,0 +1,115 @@
+"""OpenAI Agents SDK adapter (``scratchvault[openai-agents]``): the ``scratchpad_read`` FunctionTool, and a
+wrapper that offloads another FunctionTool's large results through ``Scratchpad.observe``.
+
+The principal and turn come from the run context the application passes to ``Runner.run(..., context=...)``:
+a :class:`TurnContext`, or any object with ``principal``, ``turn_id`` and ``next_step()`` (see
+:class:`ScratchpadRunContext`). The model's arguments never choose whose data is read. Results reach the model
+as JSON text, never as Python repr. Vault calls block, so they run in a worker thread, off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import threading
+from typing import Any, Protocol, runtime_checkable
+
+from agents import FunctionTool, RunContextWrapper
+from agents.tool_context import ToolContext
+
+from vault.engine.scratchpad import Scratchpad
+from vault.engine.tool import SCRATCHPAD_READ_TOOL, tool_declaration
+from vault.errors import InvalidArgument, VaultError
+from vault.model import Principal, check_principal
+
+__all__ = ["STORE_FAILED", "ScratchpadRunContext", "TurnContext", "offloading", "scratchpad_read_tool"]
+
+log = logging.getLogger("scratchvault.integrations")
+STORE_FAILED: dict[str, str] = {"error": "this tool's result could not be kept for reading; continue without it"}
+
+
+@runtime_checkable
+class ScratchpadRunContext(Protocol):
+    """What the run context must carry: whose turn this is (set by the application, never by the model) and
+    the step number of the next offloaded result."""
+
+    principal: Principal
+    turn_id: str
+
+    def next_step(self) -> int: ...
+
+
+@dataclasses.dataclass
+class TurnContext:
+    """A ready-made run context: ``Runner.run(agent, input, context=TurnContext(principal, "turn-1"))``."""
+
+    principal: Principal
+    turn_id: str
+    steps: int = 0
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def next_step(self) -> int:
+        """1, 2, 3, ... for this turn's offloaded results (the N of ``${stepN}``)."""
+        with self._lock:
+            self.steps += 1
+            return self.steps
+
+
+def scratchpad_read_tool(pad: Scratchpad, *, strict: bool = True) -> FunctionTool:
+    """``scratchpad_read`` as a FunctionTool, offered only while ``pad.tools()`` offers it. ``strict`` (the SDK's
+    default) declares OpenAI's strict schema, which the SDK keeps as it is; ``strict=False`` the lenient one."""
+    if not isinstance(pad, Scratchpad):
+        raise InvalidArgument("pad must be a Scratchpad")
+    parameters = tool_declaration("openai-responses", strict=True)["parameters"] if strict else (
+        tool_declaration("neutral")["parameters"])
+
+    async def invoke(context: ToolContext[Any], arguments: str) -> str:
+        run = _run_context(context)
+        result = await asyncio.to_thread(pad.call_tool, run.principal, run.turn_id, arguments)
+        return json.dumps(result, ensure_ascii=False)
+
+    async def offered(context: RunContextWrapper[Any], agent: object) -> bool:
+        run = _run_context(context)
+        return bool(await asyncio.to_thread(pad.tools, run.principal, run.turn_id))
+
+    return FunctionTool(name=SCRATCHPAD_READ_TOOL["name"], description=SCRATCHPAD_READ_TOOL["description"],
+                        params_json_schema=parameters, on_invoke_tool=invoke, strict_json_schema=strict,
+                        is_enabled=offered)
+
+
+def offloading(tool: FunctionTool, pad: Scratchpad) -> FunctionTool:
+    """A copy of ``tool`` whose results go through ``pad.observe`` before the model sees them: small ones as
+    they are, large ones stored and replaced by their representation. A dict or list result is stored as JSON
+    and shown as JSON text; a string as text. Other outputs (the SDK's image and file outputs) pass through."""
+    if not isinstance(tool, FunctionTool):
+        raise InvalidArgument("tool must be an agents FunctionTool")
+    if not isinstance(pad, Scratchpad):
+        raise InvalidArgument("pad must be a Scratchpad")
+    inner = tool.on_invoke_tool
+
+    async def invoke(context: ToolContext[Any], arguments: str) -> Any:
+        run = _run_context(context)
+        output = await inner(context, arguments)
+        if not isinstance(output, str | dict | list):
+            return output
+        try:
+            observed = await asyncio.to_thread(pad.observe, run.principal, run.turn_id, run.next_step(),
+                                               tool.name, output)
+        except VaultError as error:  # an unstorable result or a vault fault: logged by type, never shown
+            log.warning("offloading a tool result failed: %s", type(error).__name__)
+            return json.dumps(STORE_FAILED)
+        return observed if isinstance(observed, str) else json.dumps(observed, ensure_ascii=False)
+
+    # the representation replaces the result, so an output schema the tool declared no longer applies
+    return dataclasses.replace(tool, on_invoke_tool=invoke, output_json_schema=None, _output_type_adapter=None)
+
+
+def _run_context(wrapper: RunContextWrapper[Any]) -> ScratchpadRunContext:
+    """The application's run context; a missing or wrong one is the application's bug, so it raises."""
+    run = wrapper.context
+    if not isinstance(run, ScratchpadRunContext):
+        raise InvalidArgument("the run context must carry principal, turn_id and next_step() (e.g. TurnContext)")
+    check_principal(run.principal)
+    return run
