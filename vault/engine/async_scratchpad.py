@@ -44,7 +44,8 @@ class AsyncScratchpad:
     def __init__(self, vault: Vault, threshold_bytes: int = DEFAULT_THRESHOLD_BYTES, *, max_read: int | None = None,
                  allow_other_turns: bool = False, ttl_seconds: float = 3600.0, metrics: MetricsHook | None = None,
                  workers: int = DEFAULT_WORKERS) -> None:
-        """The Scratchpad's settings, plus ``workers`` (1 to 32): how many vault calls may run at once."""
+        """The Scratchpad's settings (``metrics`` is called in the worker threads), plus ``workers`` (1 to 32): how
+        many vault calls may run at once; 4 by default, enough to keep reads going beside a slow put (see above)."""
         self._pad = Scratchpad(vault, threshold_bytes, max_read=max_read, allow_other_turns=allow_other_turns,
                                ttl_seconds=ttl_seconds, metrics=metrics)
         self._vault = vault
