@@ -1,5 +1,7 @@
-"""Engine integration: the ``Scratchpad`` an agent engine drives, and the ``scratchpad_read`` tool it offers."""
+"""Engine integration: the ``Scratchpad`` an agent engine drives (``AsyncScratchpad`` for asyncio engines), and the
+``scratchpad_read`` tool it offers."""
 
+from vault.engine.async_scratchpad import AsyncScratchpad
 from vault.engine.scratchpad import (
     COUNTERS,
     DEFAULT_THRESHOLD_BYTES,
@@ -13,4 +15,4 @@ from vault.engine.scratchpad import (
 from vault.engine.tool import SCRATCHPAD_READ_TOOL, tool_declaration
 
 __all__ = ["COUNTERS", "DEFAULT_THRESHOLD_BYTES", "FAULT", "NOT_FOUND", "OFFLOADED_KEYS", "SCRATCHPAD_READ_TOOL",
-           "Scratchpad", "offloaded_id", "serialised_size", "tool_declaration"]
+           "AsyncScratchpad", "Scratchpad", "offloaded_id", "serialised_size", "tool_declaration"]
