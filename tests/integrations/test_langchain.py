@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 import types
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from pydantic import BaseModel, Field
 
 from keys.testing import MemoryKeyring
 from tests.support.readme import readme_block
+from tests.support.repository import ROOT
 from vault import InvalidArgument, Principal, Vault
 from vault.engine import FAULT, NOT_FOUND, OFFLOADED_KEYS, Scratchpad, tool_declaration
 from vault.integrations.langchain import offered, offloading, repair_reads, scratchpad_read_tool
@@ -194,10 +196,13 @@ def unparsed(raw: str | None):
         {"name": "scratchpad_read", "args": raw, "id": "bad1", "error": None, "type": "invalid_tool_call"}])
 
 
-@pytest.mark.parametrize("step", [unparsed("[1, 2]"), unparsed("null"), unparsed('"x"'), unparsed("{bad"),
-                                  unparsed(None), call("scratchpad_read", {"id": None}), call("scratchpad_read"),
-                                  call("scratchpad_read", {"id": "%s", "mode": "head", "start": None}),
-                                  call("scratchpad_read", {"id": 7, "n": "x"})])
+ARGUMENTS = {"array": unparsed("[1, 2]"), "null": unparsed("null"), "string": unparsed('"x"'),
+             "bad json": unparsed("{bad"), "none": unparsed(None), "null id": call("scratchpad_read", {"id": None}),
+             "empty": call("scratchpad_read"), "null start": call("scratchpad_read", {"id": "a", "start": None}),
+             "wrong types": call("scratchpad_read", {"id": 7, "n": "x"})}
+
+
+@pytest.mark.parametrize("step", ARGUMENTS.values(), ids=ARGUMENTS.keys())
 def test_any_arguments_get_call_tools_answer(pad, alice, step):
     """LangGraph drops calls LangChain could not parse (no ToolMessage, the graph just ends) and would validate
     a pydantic args_schema with its own messages: here each gets call_tool's answer and the run goes on."""
@@ -274,3 +279,11 @@ def test_readme_example_runs(db_path, capsys, monkeypatch):
     exec(compile(code, "README-langchain", "exec"), module.__dict__)
     assert capsys.readouterr().out == "<p>figures</p>\n"  # the 14 characters read through the tool
     assert model.offered == [["fetch_report"], ["fetch_report", "scratchpad_read"], ["fetch_report", "scratchpad_read"]]
+
+
+def test_the_example_runs_two_users_apart():
+    command = [sys.executable, "examples/langgraph_agent.py", "--memory-keyring"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert '"content_kind": "json"' in result.stdout and "[alice] model sees: {\"id\"" in result.stdout
+    assert "bob's model used alice's id and got not found" in result.stdout

@@ -10,6 +10,7 @@ shows. The README's ``### pydantic-ai`` example runs as written.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import types
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from keys.testing import MemoryKeyring
 from tests.support.readme import readme_block
+from tests.support.repository import ROOT
 from vault import InvalidArgument, Principal, Vault
 from vault.engine import FAULT, NOT_FOUND, OFFLOADED_KEYS, Scratchpad, tool_declaration
 from vault.integrations.pydantic_ai import OffloadingToolset, ScratchpadToolset
@@ -221,3 +223,11 @@ def test_readme_example_runs(db_path, capsys, monkeypatch):
     module.__dict__.update(MemoryKeyring=MemoryKeyring, readme_model=FunctionModel(script))
     exec(compile(code, "README-pydantic-ai", "exec"), module.__dict__)
     assert capsys.readouterr().out == "<p>figures</p>\n"  # the 14 characters read through the tool
+
+
+def test_the_example_runs_two_users_apart():
+    command = [sys.executable, "examples/pydantic_ai_agent.py", "--memory-keyring"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert '"content_kind": "json"' in result.stdout and "[alice] model sees: {\"id\"" in result.stdout
+    assert "bob's model used alice's id and got not found" in result.stdout
