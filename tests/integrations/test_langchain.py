@@ -24,7 +24,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.prebuilt import ToolNode, ToolRuntime, tools_condition
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
@@ -33,7 +33,7 @@ from tests.support.readme import readme_block
 from tests.support.repository import ROOT
 from vault import InvalidArgument, Principal, Vault
 from vault.engine import FAULT, NOT_FOUND, OFFLOADED_KEYS, Scratchpad, tool_declaration
-from vault.integrations.langchain import offered, offloading, repair_reads, scratchpad_read_tool
+from vault.integrations.langchain import aoffered, offered, offloading, repair_reads, scratchpad_read_tool
 
 LISTING = {"results": [{"path": f"/srv/f{i:04}.csv", "size": i} for i in range(400)]}
 PAGE = "<p>figures</p>\n" * 999
@@ -112,13 +112,8 @@ def call(name: str, args: Any = None):
     return lambda script: (name, args(script) if callable(args) else (args or {}))
 
 
-def graph(pad: Scratchpad, model: Script):
-    """The application's ReAct graph: its tools wrapped for offloading, the read tool offered per model call."""
-    tools = [*offloading(pad, [calc, fetch_page, list_files, list_rows]), scratchpad_read_tool(pad)]
-
-    def agent(state: MessagesState, runtime: Runtime[Turn]):
-        bound = model.bind_tools(offered(pad, runtime, tools))
-        return {"messages": [repair_reads(bound.invoke(state["messages"]))]}
+def react(agent, tools):
+    """The ReAct loop: the model node, a ToolNode, and LangGraph's own routing between them."""
     builder = StateGraph(MessagesState, context_schema=Turn)
     builder.add_node("agent", agent)
     builder.add_node("tools", ToolNode(tools))
@@ -126,6 +121,16 @@ def graph(pad: Scratchpad, model: Script):
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "agent")
     return builder.compile()
+
+
+def graph(pad: Scratchpad, model: Script):
+    """The application's ReAct graph: its tools wrapped for offloading, the read tool offered per model call."""
+    tools = [*offloading(pad, [calc, fetch_page, list_files, list_rows]), scratchpad_read_tool(pad)]
+
+    def agent(state: MessagesState, runtime: Runtime[Turn]):
+        bound = model.bind_tools(offered(pad, runtime, tools))
+        return {"messages": [repair_reads(bound.invoke(state["messages"]))]}
+    return react(agent, tools)
 
 
 def run(pad: Scratchpad, principal: Principal, *steps, turn_id: str = "t1") -> Script:
@@ -165,14 +170,11 @@ def test_text_stays_text_and_models_are_stored_as_their_json(pad, vault, alice, 
     assert (stored.content_kind, stored.content) == (kind, content)
 
 
-def test_tool_results_reach_the_model_as_call_tool_json(pad, alice):
-    model = run(pad, alice, call("fetch_page"), call("scratchpad_read", lambda s: {"id": s.stored_id(), "n": 14}))
-    assert model.seen(1) == pad.call_tool(alice, "t1", {"id": model.stored_id(), "n": 14})
-
-
-def test_the_tool_schema_is_the_declaration(pad):
+def test_the_model_gets_the_declarations_schema_and_call_tools_json(pad, alice):
     declared = convert_to_openai_tool(scratchpad_read_tool(pad))["function"]
     assert declared["parameters"] == tool_declaration("neutral")["parameters"]
+    model = run(pad, alice, call("fetch_page"), call("scratchpad_read", lambda s: {"id": s.stored_id(), "n": 14}))
+    assert model.seen(1) == pad.call_tool(alice, "t1", {"id": model.stored_id(), "n": 14})
 
 
 def test_another_user_of_the_same_turn_id_gets_not_found(pad, alice, bob):
@@ -227,13 +229,10 @@ def test_a_vault_fault_when_offering_neither_kills_the_run_nor_shows(db_path, al
     assert model.offered == [OWN, [*OWN, "scratchpad_read"], OWN]
 
 
-def test_a_context_without_a_principal_is_the_runtimes_error(pad):
+def test_without_a_principal_in_the_context_the_tools_refuse_to_guess(pad):
     with pytest.raises(InvalidArgument, match="context must carry"):
         graph(pad, Script(steps=[])).invoke({"messages": [("user", "go")]}, context=types.SimpleNamespace(turn_id="t1"))
-
-
-def test_outside_a_graph_the_tool_refuses_to_guess_a_principal(pad):
-    with pytest.raises(InvalidArgument, match="inside a LangGraph graph"):
+    with pytest.raises(InvalidArgument, match="inside a LangGraph graph"):  # no graph, no context
         scratchpad_read_tool(pad).invoke({"id": "0" * 32})
 
 
@@ -246,17 +245,27 @@ def test_async_tools_and_runs_keep_the_turn(pad, vault, alice):
     tools = [*offloading(pad, [list_later]), scratchpad_read_tool(pad)]
 
     async def agent(state: MessagesState, runtime: Runtime[Turn]):
-        bound = model.bind_tools(offered(pad, runtime, tools))
+        bound = model.bind_tools(await aoffered(pad, runtime, tools))
         return {"messages": [await bound.ainvoke(state["messages"])]}
-    builder = StateGraph(MessagesState, context_schema=Turn)
-    builder.add_node("agent", agent)
-    builder.add_node("tools", ToolNode(tools))
-    builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", tools_condition)
-    builder.add_edge("tools", "agent")
-    asyncio.run(builder.compile().ainvoke({"messages": [("user", "go")]}, context=Turn(alice, "t1")))
+    asyncio.run(react(agent, tools).ainvoke({"messages": [("user", "go")]}, context=Turn(alice, "t1")))
     assert vault.get(alice, model.stored_id()).content == LISTING
     assert model.seen(1)["content"] == json.dumps(LISTING)[:12]
+
+
+# LangChain's own validation of a ToolRuntime argument warns about a dataclass context, wrapped or not
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")
+def test_wrapped_tools_keep_what_langgraph_injects(pad, vault, alice):
+    @tool
+    def whoami(runtime: ToolRuntime) -> dict:
+        """A tool reading the graph's context through the ToolRuntime LangGraph injects."""
+        return {"user": runtime.context.principal.user_id, "padding": "x" * 5000}
+    model = Script(steps=[call("whoami", {"runtime": "forged"})])
+    tools = offloading(pad, [whoami])
+
+    def agent(state: MessagesState, runtime: Runtime[Turn]):
+        return {"messages": [model.bind_tools(offered(pad, runtime, tools)).invoke(state["messages"])]}
+    react(agent, tools).invoke({"messages": [("user", "go")]}, context=Turn(alice, "t1"))
+    assert vault.get(alice, model.stored_id()).content["user"] == "alice"
 
 
 # -- the README example --------------------------------------------------------------------------------

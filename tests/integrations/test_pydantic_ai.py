@@ -155,7 +155,7 @@ def test_another_user_of_the_same_turn_id_gets_not_found(pad, alice, bob):
     assert script.offered[1] == ["calc", "fetch_page", "list_files", "list_rows"]  # nothing of bob's stored yet
 
 
-@pytest.mark.parametrize("field", ["principal", "user_id", "owner"])
+@pytest.mark.parametrize("field", ["principal", "user_id", "owner", "deps", "ctx", "self"])
 def test_arguments_naming_a_principal_are_refused(pad, alice, bob, field):
     run(pad, bob, Script(("fetch_page", {})))
     script = Script(("fetch_page", {}), ("scratchpad_read", lambda s: {"id": s.stored_id(), field: "bob"}))

@@ -7,8 +7,9 @@ carries ``principal`` and ``turn_id`` as attributes or keys, or pass ``context=`
 
 - :func:`scratchpad_read_tool` is a tool whose ``args_schema`` is the declaration's JSON schema: LangChain does not
   validate it, so the model's arguments, whatever they are, reach ``Scratchpad.call_tool`` and get its answers.
-- :func:`offered` decides at model-call time (in the model node, which LangGraph hands the ``Runtime``) which
-  tools to bind: ``scratchpad_read`` only when ``Scratchpad.tools`` offers it; a vault fault leaves it out.
+- :func:`offered` (:func:`aoffered` in an async node) decides at model-call time (in the model node, which
+  LangGraph hands the ``Runtime``) which tools to bind: ``scratchpad_read`` only when ``Scratchpad.tools``
+  offers it; a vault fault leaves it out.
 - :func:`repair_reads` turns the model's ``scratchpad_read`` calls that LangChain could not parse (bad JSON, an
   array, null: its ``invalid_tool_calls``, which ``ToolNode`` never runs) into calls the tool answers.
 - :func:`offloading` wraps each tool (not the ``ToolNode``: there a dict result is already JSON text) so its
@@ -29,6 +30,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.tools.base import TOOL_MESSAGE_BLOCK_TYPES
 from langgraph.config import get_config
 from langgraph.runtime import get_runtime
+from pydantic import Field
 
 from vault.engine import Scratchpad, tool_declaration
 from vault.errors import InvalidArgument, VaultError
@@ -39,6 +41,7 @@ TOOL_NAME = "scratchpad_read"
 RAW_ARGUMENTS = "scratchvault_raw_arguments"  # the one key repair_reads puts unparsable arguments under
 
 TurnContext = Callable[[Any], tuple[Principal, str]]
+_DECLARATION = tool_declaration("neutral")
 
 
 def context_turn(context: Any) -> tuple[Principal, str]:
@@ -63,23 +66,32 @@ def _current_turn(context: TurnContext) -> tuple[Principal, str]:
     return context(runtime.context)
 
 
-def scratchpad_read_tool(pad: Scratchpad, *, context: TurnContext = context_turn) -> StructuredTool:
-    """``scratchpad_read`` for the graph's principal and turn, declared with the neutral declaration's schema."""
+class ScratchpadReadTool(BaseTool):
+    """``scratchpad_read`` for the graph's principal and turn, declared with the neutral declaration's schema.
+    Its ``_run`` takes every argument as the model sent it: LangChain fills in no config, run manager or
+    callbacks where the model named them, so those too reach ``call_tool`` (and are refused as unknown)."""
+
+    name: str = TOOL_NAME
+    description: str = _DECLARATION["description"]
+    args_schema: Any = Field(default_factory=lambda: tool_declaration("neutral")["parameters"])
+    pad: Scratchpad
+    context: TurnContext = context_turn
+
+    def _run(self, /, *args: Any, **arguments: Any) -> dict[str, Any]:
+        principal, turn_id = _current_turn(self.context)
+        if arguments.keys() == {RAW_ARGUMENTS}:  # a call repair_reads made runnable: its raw arguments
+            return self.pad.call_tool(principal, turn_id, arguments[RAW_ARGUMENTS])
+        return self.pad.call_tool(principal, turn_id, arguments)
+
+    async def _arun(self, /, *args: Any, **arguments: Any) -> dict[str, Any]:
+        return await asyncio.to_thread(self._run, **arguments)  # the thread gets a copy of the graph's context
+
+
+def scratchpad_read_tool(pad: Scratchpad, *, context: TurnContext = context_turn) -> ScratchpadReadTool:
+    """The ``scratchpad_read`` tool over ``pad``; ``context`` maps the graph's run context to (principal, turn)."""
     if not isinstance(pad, Scratchpad):
         raise InvalidArgument("pad must be a Scratchpad")
-    declaration = tool_declaration("neutral")
-
-    def read(**arguments: Any) -> dict[str, Any]:
-        principal, turn_id = _current_turn(context)
-        if arguments.keys() == {RAW_ARGUMENTS}:  # a call repair_reads made runnable: its raw arguments
-            return pad.call_tool(principal, turn_id, arguments[RAW_ARGUMENTS])
-        return pad.call_tool(principal, turn_id, arguments)
-
-    async def aread(**arguments: Any) -> dict[str, Any]:
-        return await asyncio.to_thread(read, **arguments)  # the thread gets a copy of the graph's context
-
-    return StructuredTool(name=TOOL_NAME, description=declaration["description"],
-                          args_schema=declaration["parameters"], func=read, coroutine=aread)
+    return ScratchpadReadTool(pad=pad, context=context)
 
 
 def offered(pad: Scratchpad, runtime: Any, tools: Sequence[BaseTool], *,
@@ -95,6 +107,12 @@ def offered(pad: Scratchpad, runtime: Any, tools: Sequence[BaseTool], *,
         log.warning("scratchpad_read not offered: %s", type(error).__name__)
         offer = False
     return [tool for tool in tools if offer or tool.name != TOOL_NAME]
+
+
+async def aoffered(pad: Scratchpad, runtime: Any, tools: Sequence[BaseTool], *,
+                   context: TurnContext = context_turn) -> list[BaseTool]:
+    """:func:`offered` for an async model node: the vault's index lookup runs in a worker thread."""
+    return await asyncio.to_thread(offered, pad, runtime, tools, context=context)
 
 
 def repair_reads(message: AIMessage) -> AIMessage:
