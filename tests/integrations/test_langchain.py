@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import subprocess
 import sys
 import types
@@ -25,10 +26,11 @@ from langgraph.runtime import Runtime
 
 from keys.testing import MemoryKeyring
 from tests.integrations.langgraph_script import LISTING, OWN, PAGE, Script, Turn, call, graph, react, run
+from tests.support.down_keyring import FAULTS, FaultyVault
 from tests.support.readme import readme_block
 from tests.support.repository import ROOT
 from vault import InvalidArgument, Vault
-from vault.engine import FAULT, NOT_FOUND, OFFLOADED_KEYS, Scratchpad, tool_declaration
+from vault.engine import FAULT, NOT_FOUND, OFFLOADED_KEYS, STORE_FAILED, Scratchpad, tool_declaration
 from vault.integrations.langchain import aoffered, offered, offloading, scratchpad_read_tool
 
 
@@ -119,6 +121,19 @@ def test_a_vault_fault_when_offering_neither_kills_the_run_nor_shows(db_path, al
     model = run(pad, alice, call("fetch_page"), close)
     assert model.seen(1) == FAULT
     assert model.offered == [OWN, [*OWN, "scratchpad_read"], OWN]
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_result_the_vault_cannot_keep_is_store_failed_and_the_run_goes_on(db_path, alice, caplog, fault):
+    """Offloading fails soft like ``call_tool``: the model gets STORE_FAILED (never the large result inline), the
+    fault is logged by its type only, and the run goes on."""
+    broken = FaultyVault(db_path, fault)
+    broken.strike()
+    with caplog.at_level(logging.WARNING):
+        model = run(Scratchpad(broken.vault), alice, call("fetch_page"), call("list_files"), call("calc"))
+    assert [model.seen(i) for i in range(3)] == [STORE_FAILED, STORE_FAILED, {"sum": 42}]
+    assert FAULTS[fault] in caplog.text and "figures" not in caplog.text and "/srv/" not in caplog.text
+    broken.vault.close()
 
 
 def test_without_a_principal_in_the_context_the_tools_refuse_to_guess(pad):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,9 +18,10 @@ from agents.models.openai_responses import Converter
 from jsonschema import Draft202012Validator
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
+from tests.support.down_keyring import FAULTS, FaultyVault
 from tests.support.readme import readme_block
 from vault import InvalidArgument, tool_declaration
-from vault.engine import NOT_FOUND, Scratchpad
+from vault.engine import NOT_FOUND, STORE_FAILED, Scratchpad
 from vault.integrations.openai_agents import TurnContext, offloading, scratchpad_read_tool
 
 agents.set_tracing_disabled(True)
@@ -167,11 +169,18 @@ def test_a_closed_vault_hides_the_tool_and_the_run_goes_on(pad, vault, alice):
     assert [[tool.name for tool in tools] for tools in model.offered] == [["fetch_report"]]
 
 
-def test_a_result_the_vault_cannot_keep_is_an_error_result_not_a_crash(pad, vault, alice):
-    vault.close()
-    model = run(pad, TurnContext(alice, "t1"), [("fetch_report", {}), "done"])
-    assert json.loads(model.outputs[0]) == {"error": "this tool's result could not be kept for reading; continue "
-                                                     "without it"}
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_result_the_vault_cannot_keep_is_store_failed_and_the_run_goes_on(db_path, alice, caplog, fault):
+    """Offloading fails soft like ``call_tool``: the model gets STORE_FAILED (never the large result inline), the
+    fault is logged by its type only, and the run goes on."""
+    broken = FaultyVault(db_path, fault)
+    broken.strike()
+    with caplog.at_level(logging.WARNING):
+        model = run(Scratchpad(broken.vault), TurnContext(alice, "t1"), [("fetch_report", {}), "done"])
+    assert [json.loads(output) for output in model.outputs] == [STORE_FAILED]
+    assert STORE_FAILED == {"error": "this tool's result could not be kept for reading; continue without it"}
+    assert FAULTS[fault] in caplog.text and "item 0" not in caplog.text
+    broken.vault.close()
 
 
 def test_small_results_pass_as_json_and_text_as_text(pad, alice):
