@@ -127,10 +127,12 @@ def test_garbage_is_answered_stdout_is_protocol_only_and_closing_stdin_ends_the_
     server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
     server.send("this is not JSON {")  # not a JSON-RPC message: the SDK drops it (no reply) and serves on
     server.send('{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": [1, 2]}')  # likewise
-    for request_id, params in enumerate([
-            {"name": "scratchpad_read", "arguments": [engine.alice]},  # not an object: the SDK's own refusal
-            {"name": "scratchpad_read", "arguments": "CANARY"}, {"name": "scratchpad_read", "arguments": 7},
-            {"name": "scratchpad_read"}, {"name": "no_such_tool", "arguments": {}}], start=3):
+    for request_id, arguments in enumerate([[engine.alice], "CANARY", 7, False, "[1]"], start=3):
+        answer = server.call(request_id, {"name": "scratchpad_read", "arguments": arguments})["result"]
+        assert answer["structuredContent"] == engine.pad.call_tool(ALICE, TURN, arguments)  # not an object: its answer
+        assert answer["isError"] is True and not any(canary in json.dumps(answer) for canary in CANARIES), answer
+    for request_id, params in enumerate([{"name": "scratchpad_read"}, {"name": "no_such_tool", "arguments": {}}],
+                                        start=8):
         answer = server.call(request_id, params)
         refusal = answer.get("error") or answer["result"]["structuredContent"]
         assert not any(canary in json.dumps(refusal) for canary in CANARIES), refusal
