@@ -169,3 +169,22 @@ def test_without_the_extra_the_command_says_what_to_install_and_the_cli_never_im
                                        "pip install 'scratchvault[mcp]'\n")
     probe = "import sys, vault.ops.cli; sys.exit(any(m.split('.')[0] == 'mcp' for m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=child_env(), timeout=60).returncode == 0
+
+
+# -- the example: the engine stores, the host launches the server per user -----------------------------
+def assert_example(result: subprocess.CompletedProcess) -> None:
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[alice's server] tools listed: ['scratchpad_read']" in result.stdout
+    assert '-> {"id": "' in result.stdout and "unknown argument(s): 'user'" in result.stdout
+    assert "bob's server was given alice's id and answered not found" in result.stdout
+
+
+def test_the_example_runs_two_users_apart_on_a_shared_file_keyring():
+    command = [sys.executable, "examples/mcp_client.py", "--file-keyring"]
+    assert_example(subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False))
+
+
+@pytest.mark.real_keyring
+def test_the_example_runs_two_users_apart_on_the_os_keyring(real_keyring):
+    command = [sys.executable, "examples/mcp_client.py"]
+    assert_example(subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False))

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,6 +22,7 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessa
 
 from tests.support.down_keyring import FAULTS, FaultyVault
 from tests.support.readme import readme_block
+from tests.support.repository import ROOT
 from vault import InvalidArgument, tool_declaration
 from vault.engine import NOT_FOUND, STORE_FAILED, Scratchpad
 from vault.integrations.openai_agents import TurnContext, offloading, scratchpad_read_tool
@@ -212,3 +215,12 @@ def test_the_readme_example_runs(db_path, keyring_backend, alice, capsys):
          {"__name__": "readme", "DB": str(db_path), "KEYRING": keyring_backend, "MODEL": model})
     assert capsys.readouterr().out == "Q3: 5000 rows\n"
     assert json.loads(model.outputs[1])["content"] == '{"quarter": "Q3", "row'
+
+
+def test_the_example_runs_two_users_apart():
+    command = [sys.executable, "examples/openai_agents_agent.py", "--memory-keyring"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert '"content_kind": "json"' in result.stdout and '[alice] model sees: {"id"' in result.stdout
+    assert '"n": 60, "start": null, "end": null}' in result.stdout  # a strict-mode call, answered
+    assert "bob's model used alice's id and got not found" in result.stdout
