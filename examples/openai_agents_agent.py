@@ -70,7 +70,7 @@ class Scripted(Model):
 
 def run(pad: Scratchpad, model: Scripted, principal: Principal, prompt: str) -> None:
     """One run of the agent for ``principal`` in turn-1: its tool offloaded, scratchpad_read offered when due."""
-    agent = Agent(name="files", model=model, tools=[offloading(list_files, pad), scratchpad_read_tool(pad)])
+    agent = Agent(name="files", model=model, tools=[*offloading(pad, [list_files]), scratchpad_read_tool(pad)])
     asyncio.run(Runner.run(agent, prompt, context=TurnContext(principal, "turn-1")))
 
 

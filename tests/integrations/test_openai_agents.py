@@ -81,7 +81,7 @@ def fetch_report() -> dict:
 
 def run(pad: Scratchpad, context: Any, script: list[Any], *, strict_calls: bool = False) -> ScriptedModel:
     model = ScriptedModel(script, strict_calls=strict_calls)
-    agent = Agent(name="analyst", model=model, tools=[offloading(fetch_report, pad), scratchpad_read_tool(pad)])
+    agent = Agent(name="analyst", model=model, tools=[*offloading(pad, [fetch_report]), scratchpad_read_tool(pad)])
     asyncio.run(Runner.run(agent, "summarise the report", context=context))
     return model
 
@@ -198,17 +198,24 @@ def test_small_results_pass_as_json_and_text_as_text(pad, alice):
         return "just text"
 
     model = ScriptedModel([("small", {}), ("words", {}), "done"])
-    agent = Agent(name="a", model=model, tools=[offloading(small, pad), offloading(words, pad)])
+    agent = Agent(name="a", model=model, tools=offloading(pad, [small, words]))
     asyncio.run(Runner.run(agent, "go", context=TurnContext(alice, "t1")))
     assert model.outputs == ['{"ok": true}', "just text"]
+
+
+def test_offloading_takes_the_pad_then_a_list_of_tools_like_the_langchain_adapter(pad):
+    with pytest.raises(InvalidArgument, match="pad must be"):
+        offloading(fetch_report, pad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="tools must be a list"):
+        offloading(pad, fetch_report)  # type: ignore[arg-type]
 
 
 # -- README ------------------------------------------------------------------------------------------------
 
 def test_the_readme_example_runs(db_path, keyring_backend, alice, capsys):
     code = readme_block("### OpenAI Agents SDK")
-    assert code.count("Vault.open()") == 1 and code.count('model="gpt-4.1"') == 1
-    code = code.replace("Vault.open()", "Vault.open(DB, keyring_backend=KEYRING)").replace('"gpt-4.1"', "MODEL")
+    assert code.count("Vault.open()") == 1 and code.count('model="gpt-5.2"') == 1
+    code = code.replace("Vault.open()", "Vault.open(DB, keyring_backend=KEYRING)").replace('"gpt-5.2"', "MODEL")
     model = ScriptedModel([("fetch_report", {"quarter": "Q3"}), read("head", n=22), "Q3: 5000 rows"],
                           strict_calls=True)
     exec(compile(code, "README-openai-agents", "exec"),  # the README's own example, as written

@@ -13,6 +13,7 @@ import asyncio
 import dataclasses
 import json
 import threading
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from agents import FunctionTool, RunContextWrapper
@@ -77,15 +78,19 @@ def scratchpad_read_tool(pad: Scratchpad, *, strict: bool = True) -> FunctionToo
                         is_enabled=offered)
 
 
-def offloading(tool: FunctionTool, pad: Scratchpad) -> FunctionTool:
-    """A copy of ``tool`` whose results go through ``pad.observe`` before the model sees them: small ones as
+def offloading(pad: Scratchpad, tools: Sequence[FunctionTool]) -> list[FunctionTool]:
+    """Copies of ``tools`` whose results go through ``pad.observe`` before the model sees them: small ones as
     they are, large ones stored and replaced by their representation. A dict or list result is stored as JSON
     and shown as JSON text; a string as text; one the vault cannot keep (a fault) is ``STORE_FAILED``, and the
     run goes on. Other outputs (the SDK's image and file outputs) pass through."""
-    if not isinstance(tool, FunctionTool):
-        raise InvalidArgument("tool must be an agents FunctionTool")
     if not isinstance(pad, Scratchpad):
         raise InvalidArgument("pad must be a Scratchpad")
+    if isinstance(tools, FunctionTool) or not all(isinstance(tool, FunctionTool) for tool in tools):
+        raise InvalidArgument("tools must be a list of agents FunctionTools")
+    return [_offloading(pad, tool) for tool in tools]
+
+
+def _offloading(pad: Scratchpad, tool: FunctionTool) -> FunctionTool:
     inner = tool.on_invoke_tool
 
     async def invoke(context: ToolContext[Any], arguments: str) -> Any:
