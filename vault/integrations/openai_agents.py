@@ -28,7 +28,6 @@ from vault.model import Principal, check_principal
 __all__ = ["STORE_FAILED", "ScratchpadRunContext", "TurnContext", "offloading", "scratchpad_read_tool"]
 
 
-
 @runtime_checkable
 class ScratchpadRunContext(Protocol):
     """What the run context must carry: whose turn this is (set by the application, never by the model) and
@@ -85,7 +84,7 @@ def offloading(pad: Scratchpad, tools: Sequence[FunctionTool]) -> list[FunctionT
     run goes on. Other outputs (the SDK's image and file outputs) pass through."""
     if not isinstance(pad, Scratchpad):
         raise InvalidArgument("pad must be a Scratchpad")
-    if isinstance(tools, FunctionTool) or not all(isinstance(tool, FunctionTool) for tool in tools):
+    if not isinstance(tools, list | tuple) or not all(isinstance(tool, FunctionTool) for tool in tools):
         raise InvalidArgument("tools must be a list of agents FunctionTools")
     return [_offloading(pad, tool) for tool in tools]
 
