@@ -1,4 +1,5 @@
-"""Print the ``scratchpad_read`` declaration in the shapes OpenAI, Anthropic and MCP expect.
+"""Print the ``scratchpad_read`` declaration in the shapes OpenAI (Chat Completions and Responses, lenient and
+strict), Anthropic and MCP expect.
 
     python examples/tool_shapes.py
 """
@@ -13,18 +14,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from vault import tool_declaration
 
-WHERE = {
-    "openai": "OpenAI Chat Completions: tools=[...]",
-    "anthropic": "Anthropic Messages: tools=[...]",
-    "mcp": "MCP: an entry of the tools/list result",
-}
+WHERE = [  # (shape, strict, where it goes)
+    ("openai", False, "OpenAI Chat Completions: tools=[...]"),
+    ("openai", True, "OpenAI Chat Completions, strict mode: every field required, null for an unused one"),
+    ("openai-responses", False, "OpenAI Responses API: tools=[...], the flat function tool"),
+    ("openai-responses", True, "OpenAI Responses API, strict mode (the OpenAI Agents SDK's default)"),
+    ("anthropic", False, "Anthropic Messages: tools=[...]"),
+    ("mcp", False, "MCP: an entry of the tools/list result"),
+]
 
 
 def main() -> int:
     """Print each shape under a heading saying where it goes."""
-    for shape, where in WHERE.items():
-        print(f"== {shape} ({where}) ==")
-        print(json.dumps(tool_declaration(shape), indent=2))
+    for shape, strict, where in WHERE:
+        print(f"== {shape}{' strict' if strict else ''} ({where}) ==")
+        print(json.dumps(tool_declaration(shape, strict=strict), indent=2))
     return 0
 
 

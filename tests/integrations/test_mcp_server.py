@@ -127,10 +127,12 @@ def test_garbage_is_answered_stdout_is_protocol_only_and_closing_stdin_ends_the_
     server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
     server.send("this is not JSON {")  # not a JSON-RPC message: the SDK drops it (no reply) and serves on
     server.send('{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": [1, 2]}')  # likewise
-    for request_id, params in enumerate([
-            {"name": "scratchpad_read", "arguments": [engine.alice]},  # not an object: the SDK's own refusal
-            {"name": "scratchpad_read", "arguments": "CANARY"}, {"name": "scratchpad_read", "arguments": 7},
-            {"name": "scratchpad_read"}, {"name": "no_such_tool", "arguments": {}}], start=3):
+    for request_id, arguments in enumerate([[engine.alice], "CANARY", 7, False, "[1]"], start=3):
+        answer = server.call(request_id, {"name": "scratchpad_read", "arguments": arguments})["result"]
+        assert answer["structuredContent"] == engine.pad.call_tool(ALICE, TURN, arguments)  # not an object: its answer
+        assert answer["isError"] is True and not any(canary in json.dumps(answer) for canary in CANARIES), answer
+    for request_id, params in enumerate([{"name": "scratchpad_read"}, {"name": "no_such_tool", "arguments": {}}],
+                                        start=8):
         answer = server.call(request_id, params)
         refusal = answer.get("error") or answer["result"]["structuredContent"]
         assert not any(canary in json.dumps(refusal) for canary in CANARIES), refusal
@@ -167,3 +169,22 @@ def test_without_the_extra_the_command_says_what_to_install_and_the_cli_never_im
                                        "pip install 'scratchvault[mcp]'\n")
     probe = "import sys, vault.ops.cli; sys.exit(any(m.split('.')[0] == 'mcp' for m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=child_env(), timeout=60).returncode == 0
+
+
+# -- the example: the engine stores, the host launches the server per user -----------------------------
+def assert_example(result: subprocess.CompletedProcess) -> None:
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[alice's server] tools listed: ['scratchpad_read']" in result.stdout
+    assert '-> {"id": "' in result.stdout and "unknown argument(s): 'user'" in result.stdout
+    assert "bob's server was given alice's id and answered not found" in result.stdout
+
+
+def test_the_example_runs_two_users_apart_on_a_shared_file_keyring():
+    command = [sys.executable, "examples/mcp_client.py", "--file-keyring"]
+    assert_example(subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False))
+
+
+@pytest.mark.real_keyring
+def test_the_example_runs_two_users_apart_on_the_os_keyring(real_keyring):
+    command = [sys.executable, "examples/mcp_client.py"]
+    assert_example(subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False))

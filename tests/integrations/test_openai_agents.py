@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,9 +20,11 @@ from agents.models.openai_responses import Converter
 from jsonschema import Draft202012Validator
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
+from tests.support.down_keyring import FAULTS, FaultyVault
 from tests.support.readme import readme_block
+from tests.support.repository import ROOT
 from vault import InvalidArgument, tool_declaration
-from vault.engine import NOT_FOUND, Scratchpad
+from vault.engine import NOT_FOUND, STORE_FAILED, Scratchpad
 from vault.integrations.openai_agents import TurnContext, offloading, scratchpad_read_tool
 
 agents.set_tracing_disabled(True)
@@ -76,7 +81,7 @@ def fetch_report() -> dict:
 
 def run(pad: Scratchpad, context: Any, script: list[Any], *, strict_calls: bool = False) -> ScriptedModel:
     model = ScriptedModel(script, strict_calls=strict_calls)
-    agent = Agent(name="analyst", model=model, tools=[offloading(fetch_report, pad), scratchpad_read_tool(pad)])
+    agent = Agent(name="analyst", model=model, tools=[*offloading(pad, [fetch_report]), scratchpad_read_tool(pad)])
     asyncio.run(Runner.run(agent, "summarise the report", context=context))
     return model
 
@@ -167,11 +172,18 @@ def test_a_closed_vault_hides_the_tool_and_the_run_goes_on(pad, vault, alice):
     assert [[tool.name for tool in tools] for tools in model.offered] == [["fetch_report"]]
 
 
-def test_a_result_the_vault_cannot_keep_is_an_error_result_not_a_crash(pad, vault, alice):
-    vault.close()
-    model = run(pad, TurnContext(alice, "t1"), [("fetch_report", {}), "done"])
-    assert json.loads(model.outputs[0]) == {"error": "this tool's result could not be kept for reading; continue "
-                                                     "without it"}
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_result_the_vault_cannot_keep_is_store_failed_and_the_run_goes_on(db_path, alice, caplog, fault):
+    """Offloading fails soft like ``call_tool``: the model gets STORE_FAILED (never the large result inline), the
+    fault is logged by its type only, and the run goes on."""
+    broken = FaultyVault(db_path, fault)
+    broken.strike()
+    with caplog.at_level(logging.WARNING):
+        model = run(Scratchpad(broken.vault), TurnContext(alice, "t1"), [("fetch_report", {}), "done"])
+    assert [json.loads(output) for output in model.outputs] == [STORE_FAILED]
+    assert STORE_FAILED == {"error": "this tool's result could not be kept for reading; continue without it"}
+    assert FAULTS[fault] in caplog.text and "item 0" not in caplog.text
+    broken.vault.close()
 
 
 def test_small_results_pass_as_json_and_text_as_text(pad, alice):
@@ -186,20 +198,36 @@ def test_small_results_pass_as_json_and_text_as_text(pad, alice):
         return "just text"
 
     model = ScriptedModel([("small", {}), ("words", {}), "done"])
-    agent = Agent(name="a", model=model, tools=[offloading(small, pad), offloading(words, pad)])
+    agent = Agent(name="a", model=model, tools=offloading(pad, [small, words]))
     asyncio.run(Runner.run(agent, "go", context=TurnContext(alice, "t1")))
     assert model.outputs == ['{"ok": true}', "just text"]
+
+
+def test_offloading_takes_the_pad_then_a_list_of_tools_like_the_langchain_adapter(pad):
+    with pytest.raises(InvalidArgument, match="pad must be"):
+        offloading(fetch_report, pad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="tools must be a list"):
+        offloading(pad, fetch_report)  # type: ignore[arg-type]
 
 
 # -- README ------------------------------------------------------------------------------------------------
 
 def test_the_readme_example_runs(db_path, keyring_backend, alice, capsys):
     code = readme_block("### OpenAI Agents SDK")
-    assert code.count("Vault.open()") == 1 and code.count('model="gpt-4.1"') == 1
-    code = code.replace("Vault.open()", "Vault.open(DB, keyring_backend=KEYRING)").replace('"gpt-4.1"', "MODEL")
+    assert code.count("Vault.open()") == 1 and code.count('model="gpt-5.2"') == 1
+    code = code.replace("Vault.open()", "Vault.open(DB, keyring_backend=KEYRING)").replace('"gpt-5.2"', "MODEL")
     model = ScriptedModel([("fetch_report", {"quarter": "Q3"}), read("head", n=22), "Q3: 5000 rows"],
                           strict_calls=True)
     exec(compile(code, "README-openai-agents", "exec"),  # the README's own example, as written
          {"__name__": "readme", "DB": str(db_path), "KEYRING": keyring_backend, "MODEL": model})
     assert capsys.readouterr().out == "Q3: 5000 rows\n"
     assert json.loads(model.outputs[1])["content"] == '{"quarter": "Q3", "row'
+
+
+def test_the_example_runs_two_users_apart():
+    command = [sys.executable, "examples/openai_agents_agent.py", "--memory-keyring"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert '"content_kind": "json"' in result.stdout and '[alice] model sees: {"id"' in result.stdout
+    assert '"n": 60, "start": null, "end": null}' in result.stdout  # a strict-mode call, answered
+    assert "bob's model used alice's id and got not found" in result.stdout

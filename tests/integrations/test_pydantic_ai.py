@@ -10,6 +10,7 @@ shows. The README's ``### pydantic-ai`` example runs as written.
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import types
@@ -23,10 +24,11 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
 from keys.testing import MemoryKeyring
+from tests.support.down_keyring import FAULTS, FaultyVault
 from tests.support.readme import readme_block
 from tests.support.repository import ROOT
 from vault import InvalidArgument, Principal, Vault
-from vault.engine import FAULT, NOT_FOUND, OFFLOADED_KEYS, Scratchpad, tool_declaration
+from vault.engine import FAULT, NOT_FOUND, OFFLOADED_KEYS, STORE_FAILED, Scratchpad, tool_declaration
 from vault.integrations.pydantic_ai import OffloadingToolset, ScratchpadToolset
 
 LISTING = {"results": [{"path": f"/srv/f{i:04}.csv", "size": i} for i in range(400)]}
@@ -189,6 +191,20 @@ def test_a_vault_fault_when_offering_neither_kills_the_run_nor_shows(db_path, al
     assert script.offered == [["calc", "fetch_page", "list_files", "list_rows"],
                               ["calc", "fetch_page", "list_files", "list_rows", "scratchpad_read"],
                               ["calc", "fetch_page", "list_files", "list_rows"]]
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_result_the_vault_cannot_keep_is_store_failed_and_the_run_goes_on(db_path, alice, caplog, fault):
+    """Offloading fails soft like ``call_tool``: the model gets STORE_FAILED (never the large result inline), the
+    fault is logged by its type only, and the run goes on."""
+    broken = FaultyVault(db_path, fault)
+    broken.strike()
+    script = Script(("fetch_page", {}), ("list_files", {}), ("calc", {}))
+    with caplog.at_level(logging.WARNING):
+        assert run(Scratchpad(broken.vault), alice, script) == "done"
+    assert [script.seen(i) for i in range(3)] == [STORE_FAILED, STORE_FAILED, {"sum": 42}]
+    assert FAULTS[fault] in caplog.text and "figures" not in caplog.text and "/srv/" not in caplog.text
+    broken.vault.close()
 
 
 def test_deps_without_a_principal_are_the_runtimes_error(pad):

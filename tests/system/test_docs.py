@@ -89,11 +89,22 @@ def test_agent_loop_example_runs_against_the_os_keyring(real_keyring):
     assert "SecretService" in result.stdout
 
 
-def test_tool_shapes_example_prints_the_three_vendor_shapes():
+def test_tool_shapes_example_prints_every_vendor_shape():
     result = run_example("examples/tool_shapes.py")
     assert result.returncode == 0, result.stderr
+    assert re.findall(r"^== (.+?) \(", result.stdout, re.M) == [
+        "openai", "openai strict", "openai-responses", "openai-responses strict", "anthropic", "mcp"]
     blocks = [json.loads(block.split("\n", 1)[1]) for block in result.stdout.split("== ")[1:]]
-    assert [sorted(block) for block in blocks] == [
-        ["function", "type"], ["description", "input_schema", "name"], ["description", "inputSchema", "name"]]
-    assert blocks[0]["function"]["parameters"] == blocks[1]["input_schema"] == blocks[2]["inputSchema"] == (
+    flat = ["description", "name", "parameters", "strict", "type"]  # the Responses API's function tool
+    assert [sorted(block) for block in blocks] == [["function", "type"], ["function", "type"], flat, flat,
+                                                   ["description", "input_schema", "name"],
+                                                   ["description", "inputSchema", "name"]]
+    assert blocks[0]["function"]["parameters"] == blocks[4]["input_schema"] == blocks[5]["inputSchema"] == (
         SCRATCHPAD_READ_TOOL["parameters"])
+    assert blocks[2]["strict"] is False and blocks[2]["parameters"]["properties"] == (
+        SCRATCHPAD_READ_TOOL["parameters"]["properties"])
+    for strict in (blocks[1]["function"], blocks[3]):  # OpenAI's strict rules: all required, no default
+        parameters = strict["parameters"]
+        assert strict["strict"] is True and "default" not in json.dumps(strict)
+        assert parameters["required"] == list(parameters["properties"]) and not parameters["additionalProperties"]
+    assert blocks[1]["function"]["parameters"] == blocks[3]["parameters"]

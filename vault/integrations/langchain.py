@@ -34,6 +34,7 @@ from pydantic import Field
 
 from vault.engine import Scratchpad, tool_declaration
 from vault.errors import InvalidArgument, VaultError
+from vault.integrations._offload import observe_result
 from vault.model import Principal
 
 log = logging.getLogger("scratchvault.integrations")
@@ -131,7 +132,8 @@ def repair_reads(message: AIMessage) -> AIMessage:
 def offloading(pad: Scratchpad, tools: Sequence[BaseTool], *, context: TurnContext = context_turn) -> list[BaseTool]:
     """Copies of ``tools`` (made with ``@tool`` or ``StructuredTool``) whose results go through
     ``Scratchpad.observe`` before LangChain turns them into text: a large one is stored (JSON as json, text as
-    text) and the model gets its representation as JSON. Messages, commands and content blocks pass through."""
+    text) and the model gets its representation as JSON (``STORE_FAILED`` when the vault cannot keep it: the
+    run goes on). Messages, commands and content blocks pass through."""
     return [_offloading(pad, tool, context) for tool in tools]
 
 
@@ -147,7 +149,7 @@ def _offloading(pad: Scratchpad, tool: BaseTool, context: TurnContext) -> BaseTo
             return result
         principal, turn_id = _current_turn(context)
         step = get_config().get("metadata", {}).get("langgraph_step", 0)
-        seen = pad.observe(principal, turn_id, step if isinstance(step, int) else 0, tool.name, storable)
+        seen = observe_result(pad, principal, turn_id, step if isinstance(step, int) else 0, tool.name, storable)
         return (seen, result[1]) if paired else seen
 
     update: dict[str, Any] = {}

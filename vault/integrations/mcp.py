@@ -6,7 +6,8 @@ The model's arguments never choose whose rows are read: ``principal_for`` does, 
 ``tools/list`` follows :meth:`Scratchpad.tools` at every request (the tool is listed only while the principal
 has readable rows in the turn; a vault fault lists nothing); no ``listChanged`` is advertised, since the rows are
 written by the engine, elsewhere, and this server has no event to announce. ``tools/call`` answers
-:meth:`Scratchpad.call_tool`'s dict as JSON text and as structured content, ``isError`` when it is an error.
+:meth:`Scratchpad.call_tool`'s dict as JSON text and as structured content, ``isError`` when it is an error;
+arguments of any kind reach ``call_tool`` (not only objects: an array or a string gets its answer too).
 Vault calls run in worker threads, so the event loop never blocks on the keyring or the database.
 """
 
@@ -15,7 +16,9 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import replace
 from importlib import metadata
 from typing import Any
 
@@ -23,7 +26,7 @@ import anyio.to_thread
 import mcp_types as types
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
@@ -34,6 +37,7 @@ from vault.inputs import check_identifier
 from vault.model import Principal, check_principal
 
 log = logging.getLogger("scratchvault.mcp")
+_RAW_ARGUMENTS: ContextVar[Any] = ContextVar("scratchvault_mcp_raw_arguments", default=None)
 TOOL_NAME = "scratchpad_read"
 REFUSED = "this request has no principal here"  # the only thing a refused request learns
 
@@ -81,13 +85,16 @@ def build_server(scratchpad: Scratchpad, principal_for: PrincipalFor, *, name: s
             raise MCPError(types.INVALID_PARAMS, f"unknown tool; this server offers only {TOOL_NAME}")
         principal, turn_id = await _who(principal_for, context)
         try:
-            answer = await anyio.to_thread.run_sync(scratchpad.call_tool, principal, turn_id, params.arguments)
+            arguments = _RAW_ARGUMENTS.get() if params.arguments is None else params.arguments
+            answer = await anyio.to_thread.run_sync(scratchpad.call_tool, principal, turn_id, arguments)
         except Exception as error:  # call_tool answers every vault fault itself; this is a bug: no details out
             log.error("scratchpad_read: unexpected %s", type(error).__name__)
             answer = dict(FAULT)
         return result(answer)
 
-    return Server(name, version=_version(), on_list_tools=list_tools, on_call_tool=call_tool)
+    server = Server(name, version=_version(), on_list_tools=list_tools, on_call_tool=call_tool)
+    server.middleware.append(_pass_raw_arguments)  # inside the SDK's own (tracing) middleware
+    return server
 
 
 def result(answer: dict[str, Any]) -> types.CallToolResult:
@@ -104,6 +111,21 @@ async def serve_stdio(scratchpad: Scratchpad, principal: Principal, turn_id: str
     server = build_server(scratchpad, fixed_principal(principal, turn_id))
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+async def _pass_raw_arguments(context: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """``tools/call`` arguments that are not an object (an array, a string, a number) would get the SDK's own
+    "invalid params" before the tool runs; they go to ``call_tool`` instead, which answers them like any other
+    arguments. The SDK validates the params after its middleware: this one takes them out and hands them on."""
+    params = context.params
+    arguments = params.get("arguments") if context.method == "tools/call" and isinstance(params, Mapping) else None
+    if arguments is None or isinstance(arguments, Mapping):
+        return await call_next(context)
+    token = _RAW_ARGUMENTS.set(arguments)
+    try:
+        return await call_next(replace(context, params={k: v for k, v in params.items() if k != "arguments"}))
+    finally:
+        _RAW_ARGUMENTS.reset(token)
 
 
 def _version() -> str:

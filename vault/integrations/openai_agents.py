@@ -12,22 +12,20 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import logging
 import threading
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from agents import FunctionTool, RunContextWrapper
 from agents.tool_context import ToolContext
 
-from vault.engine.scratchpad import Scratchpad
+from vault.engine.scratchpad import STORE_FAILED, Scratchpad
 from vault.engine.tool import SCRATCHPAD_READ_TOOL, tool_declaration
-from vault.errors import InvalidArgument, VaultError
+from vault.errors import InvalidArgument
+from vault.integrations._offload import observe_result
 from vault.model import Principal, check_principal
 
 __all__ = ["STORE_FAILED", "ScratchpadRunContext", "TurnContext", "offloading", "scratchpad_read_tool"]
-
-log = logging.getLogger("scratchvault.integrations")
-STORE_FAILED: dict[str, str] = {"error": "this tool's result could not be kept for reading; continue without it"}
 
 
 @runtime_checkable
@@ -79,14 +77,19 @@ def scratchpad_read_tool(pad: Scratchpad, *, strict: bool = True) -> FunctionToo
                         is_enabled=offered)
 
 
-def offloading(tool: FunctionTool, pad: Scratchpad) -> FunctionTool:
-    """A copy of ``tool`` whose results go through ``pad.observe`` before the model sees them: small ones as
+def offloading(pad: Scratchpad, tools: Sequence[FunctionTool]) -> list[FunctionTool]:
+    """Copies of ``tools`` whose results go through ``pad.observe`` before the model sees them: small ones as
     they are, large ones stored and replaced by their representation. A dict or list result is stored as JSON
-    and shown as JSON text; a string as text. Other outputs (the SDK's image and file outputs) pass through."""
-    if not isinstance(tool, FunctionTool):
-        raise InvalidArgument("tool must be an agents FunctionTool")
+    and shown as JSON text; a string as text; one the vault cannot keep (a fault) is ``STORE_FAILED``, and the
+    run goes on. Other outputs (the SDK's image and file outputs) pass through."""
     if not isinstance(pad, Scratchpad):
         raise InvalidArgument("pad must be a Scratchpad")
+    if not isinstance(tools, list | tuple) or not all(isinstance(tool, FunctionTool) for tool in tools):
+        raise InvalidArgument("tools must be a list of agents FunctionTools")
+    return [_offloading(pad, tool) for tool in tools]
+
+
+def _offloading(pad: Scratchpad, tool: FunctionTool) -> FunctionTool:
     inner = tool.on_invoke_tool
 
     async def invoke(context: ToolContext[Any], arguments: str) -> Any:
@@ -94,12 +97,8 @@ def offloading(tool: FunctionTool, pad: Scratchpad) -> FunctionTool:
         output = await inner(context, arguments)
         if not isinstance(output, str | dict | list):
             return output
-        try:
-            observed = await asyncio.to_thread(pad.observe, run.principal, run.turn_id, run.next_step(),
-                                               tool.name, output)
-        except VaultError as error:  # an unstorable result or a vault fault: logged by type, never shown
-            log.warning("offloading a tool result failed: %s", type(error).__name__)
-            return json.dumps(STORE_FAILED)
+        observed = await asyncio.to_thread(observe_result, pad, run.principal, run.turn_id, run.next_step(),
+                                           tool.name, output)  # STORE_FAILED when the vault cannot keep it
         return observed if isinstance(observed, str) else json.dumps(observed, ensure_ascii=False)
 
     # the representation replaces the result, so an output schema the tool declared no longer applies

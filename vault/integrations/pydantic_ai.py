@@ -27,6 +27,7 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
 from vault.engine import Scratchpad, tool_declaration
 from vault.errors import InvalidArgument, VaultError
+from vault.integrations._offload import observe_result
 from vault.model import Principal
 
 log = logging.getLogger("scratchvault.integrations")
@@ -110,7 +111,8 @@ def _offered(pad: Scratchpad, principal: Principal, turn_id: str) -> bool:
 @dataclass
 class OffloadingToolset(WrapperToolset[Any]):
     """Wraps a toolset so each tool's result goes through ``Scratchpad.observe`` before the model sees it: a large
-    one is stored (JSON as json, text as text, bytes as binary) and the model gets its representation."""
+    one is stored (JSON as json, text as text, bytes as binary) and the model gets its representation; one the
+    vault cannot keep (a fault) gets ``STORE_FAILED`` and the run goes on."""
 
     pad: Scratchpad = field(kw_only=True)
     context: TurnContext = field(default=deps_turn, kw_only=True)
@@ -122,7 +124,8 @@ class OffloadingToolset(WrapperToolset[Any]):
         if storable is _PASS:
             return result
         principal, turn_id = self.context(ctx)
-        return await anyio.to_thread.run_sync(self.pad.observe, principal, turn_id, ctx.run_step, name, storable)
+        return await anyio.to_thread.run_sync(observe_result, self.pad, principal, turn_id, ctx.run_step, name,
+                                              storable)  # STORE_FAILED when the vault cannot keep it
 
 
 _PASS = object()

@@ -1,0 +1,95 @@
+"""``scratchvault mcp`` driven by the MCP SDK's own client, offline: the server a host launches per user and turn.
+
+This process plays the engine: it stores Alice's and Bob's large results of turn-1 through
+``Scratchpad.observe``. Then, as an MCP host would, it launches ``python -m vault mcp`` over stdio, once for
+Alice and once for Bob (``--user``/``--turn``: the host fixes whose rows the server reads, never the model), on
+the same database and keyring. Alice's server lists ``scratchpad_read`` and reads her listing; an argument naming
+another user is refused; Bob's server, given Alice's id, answers "not found", as for any id it may not read.
+
+    python examples/mcp_client.py                # the OS keyring, which the server process shares
+    python examples/mcp_client.py --file-keyring # a keyring in a JSON file, in clear (testing only)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import anyio
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from tests.support.file_keyring import PATH_VARIABLE, FileKeyring
+from vault import KeyUnavailable, Principal, Vault
+from vault.engine import Scratchpad
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def listing(directory: str) -> dict[str, Any]:
+    """A large tool result (a deterministic stand-in for a real tool's)."""
+    return {"directory": directory, "files": [{"path": f"{directory}/f{i:04}.csv", "size": i * 37}
+                                              for i in range(400)]}
+
+
+async def host(db: Path, user: str, env: dict[str, str], calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Launch the server for ``user`` in turn-1, as a host would, and make the model's calls through it."""
+    command = StdioServerParameters(command=sys.executable, args=["-m", "vault", "mcp", "--db", str(db), "--user",
+                                                                  user, "--turn", "turn-1"], cwd=str(ROOT), env=env)
+    answers = []
+    async with Client(stdio_client(command, errlog=sys.stderr)) as client:
+        print(f"[{user}'s server] tools listed: {[tool.name for tool in (await client.list_tools()).tools]}")
+        for arguments in calls:
+            answer = (await client.call_tool("scratchpad_read", arguments)).structured_content
+            print(f"[{user}'s server] scratchpad_read {json.dumps(arguments)} -> {json.dumps(answer)[:120]}")
+            answers.append(answer)
+    return answers
+
+
+def story(pad: Scratchpad, db: Path, env: dict[str, str]) -> bool:
+    """The engine stores; each user's server reads. True when Alice read hers and Bob could not read it."""
+    alices = pad.observe(Principal("alice"), "turn-1", 1, "list_files", listing("/srv/a"))["id"]
+    pad.observe(Principal("bob"), "turn-1", 1, "list_files", listing("/srv/b"))
+    print(f"[engine] stored alice's and bob's listings of turn-1; alice's id is {alices}")
+    read, named = anyio.run(host, db, "alice", env, [{"id": alices, "mode": "head", "n": 60},
+                                                     {"id": alices, "user": "bob"}])
+    [denied] = anyio.run(host, db, "bob", env, [{"id": alices}])  # say alice's id leaked into bob's chat
+    if denied.get("error", "").startswith("not found"):
+        print("-> bob's server was given alice's id and answered not found, as for any id it may not read")
+    return "content" in read and "unknown argument" in named.get("error", "") and "content" not in denied
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the story; exit 0 when isolation held, 1 otherwise, 2 without a usable keyring."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--file-keyring", action="store_true",
+                        help="keep the keys in a JSON file both processes read, in clear (testing only)")
+    options = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="scratchvault-mcp-") as scratch:
+        db, env = Path(scratch) / "scratchpad.db", {**os.environ, "PYTHONPATH": str(ROOT)}
+        keyring = None
+        if options.file_keyring:  # the server selects it by name, as keyring selects any backend
+            keyring = FileKeyring(Path(scratch) / "keyring.json")
+            env |= {"PYTHON_KEYRING_BACKEND": "tests.support.file_keyring.FileKeyring",
+                    PATH_VARIABLE: str(keyring.path)}
+        try:
+            vault = Vault.open(db, keyring_backend=keyring)
+        except KeyUnavailable as error:
+            print(f"no usable OS keyring: {error}\n(try --file-keyring)", file=sys.stderr)
+            return 2
+        with vault:
+            isolated = story(Scratchpad(vault, threshold_bytes=4096), db, env)
+            for user in ("alice", "bob"):
+                vault.shred_owner(user)
+    return 0 if isolated else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
