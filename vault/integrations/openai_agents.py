@@ -62,6 +62,8 @@ def scratchpad_read_tool(pad: Scratchpad, *, strict: bool = True) -> FunctionToo
     default) declares OpenAI's strict schema, which the SDK keeps as it is; ``strict=False`` the lenient one."""
     if not isinstance(pad, Scratchpad):
         raise InvalidArgument("pad must be a Scratchpad")
+    if not isinstance(strict, bool):
+        raise InvalidArgument("strict must be a bool")
     parameters = tool_declaration("openai-responses", strict=True)["parameters"] if strict else (
         tool_declaration("neutral")["parameters"])
 
