@@ -8,6 +8,7 @@ from vault.engine.scratchpad import (
     FAULT,
     NOT_FOUND,
     OFFLOADED_KEYS,
+    STORE_FAILED,
     Scratchpad,
     offloaded_id,
     serialised_size,
@@ -15,4 +16,4 @@ from vault.engine.scratchpad import (
 from vault.engine.tool import SCRATCHPAD_READ_TOOL, tool_declaration
 
 __all__ = ["COUNTERS", "DEFAULT_THRESHOLD_BYTES", "FAULT", "NOT_FOUND", "OFFLOADED_KEYS", "SCRATCHPAD_READ_TOOL",
-           "AsyncScratchpad", "Scratchpad", "offloaded_id", "serialised_size", "tool_declaration"]
+           "STORE_FAILED", "AsyncScratchpad", "Scratchpad", "offloaded_id", "serialised_size", "tool_declaration"]

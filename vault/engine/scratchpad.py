@@ -30,6 +30,8 @@ log = logging.getLogger("scratchvault.engine")
 DEFAULT_THRESHOLD_BYTES = 4096
 NOT_FOUND: dict[str, str] = {"error": "not found: no observation with this id is readable here"}
 FAULT: dict[str, str] = {"error": "the scratchpad could not read this observation now; continue without it"}
+# what an adapter's offloading wrapper shows for a tool result the vault could not keep (a fault, an unstorable value)
+STORE_FAILED: dict[str, str] = {"error": "this tool's result could not be kept for reading; continue without it"}
 COUNTERS = ("offloaded_observations", "offloaded_bytes", "inline_observations", "tool_reads", "denied_reads",
             "tool_errors")
 # The keys of an offloaded observation's context: how full_value tells a reference from an inline value.

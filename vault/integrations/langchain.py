@@ -32,9 +32,10 @@ from langgraph.config import get_config
 from langgraph.runtime import get_runtime
 from pydantic import Field
 
-from vault.engine import Scratchpad, tool_declaration
+from vault.engine import STORE_FAILED, Scratchpad, tool_declaration
 from vault.errors import InvalidArgument, VaultError
-from vault.model import Principal
+from vault.inputs import check_identifier
+from vault.model import Principal, check_principal
 
 log = logging.getLogger("scratchvault.integrations")
 TOOL_NAME = "scratchpad_read"
@@ -161,8 +162,14 @@ def _offloading(pad: Scratchpad, tool: BaseTool, context: TurnContext) -> BaseTo
         if storable is _PASS:
             return result
         principal, turn_id = _current_turn(context)
+        check_principal(principal)  # a bad principal or turn id is the runtime's bug: it raises
+        check_identifier(turn_id, "turn_id")
         step = get_config().get("metadata", {}).get("langgraph_step", 0)
-        seen = pad.observe(principal, turn_id, step if isinstance(step, int) else 0, tool.name, storable)
+        try:
+            seen = pad.observe(principal, turn_id, step if isinstance(step, int) else 0, tool.name, storable)
+        except VaultError as error:  # a vault fault or an unstorable result: logged by type; the run goes on
+            log.warning("offloading a tool result failed: %s", type(error).__name__)
+            seen = dict(STORE_FAILED)
         return (seen, result[1]) if paired else seen
 
     update: dict[str, Any] = {}

@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 from agents import FunctionTool, RunContextWrapper
 from agents.tool_context import ToolContext
 
-from vault.engine.scratchpad import Scratchpad
+from vault.engine.scratchpad import STORE_FAILED, Scratchpad
 from vault.engine.tool import SCRATCHPAD_READ_TOOL, tool_declaration
 from vault.errors import InvalidArgument, VaultError
 from vault.model import Principal, check_principal
@@ -27,7 +27,6 @@ from vault.model import Principal, check_principal
 __all__ = ["STORE_FAILED", "ScratchpadRunContext", "TurnContext", "offloading", "scratchpad_read_tool"]
 
 log = logging.getLogger("scratchvault.integrations")
-STORE_FAILED: dict[str, str] = {"error": "this tool's result could not be kept for reading; continue without it"}
 
 
 @runtime_checkable

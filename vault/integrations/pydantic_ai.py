@@ -25,9 +25,10 @@ import pydantic_core
 from pydantic_ai import RunContext, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
-from vault.engine import Scratchpad, tool_declaration
+from vault.engine import STORE_FAILED, Scratchpad, tool_declaration
 from vault.errors import InvalidArgument, VaultError
-from vault.model import Principal
+from vault.inputs import check_identifier
+from vault.model import Principal, check_principal
 
 log = logging.getLogger("scratchvault.integrations")
 TOOL_NAME = "scratchpad_read"
@@ -124,7 +125,13 @@ class OffloadingToolset(WrapperToolset[Any]):
         if storable is _PASS:
             return result
         principal, turn_id = self.context(ctx)
-        return await anyio.to_thread.run_sync(self.pad.observe, principal, turn_id, ctx.run_step, name, storable)
+        check_principal(principal)  # a bad principal or turn id is the runtime's bug: it raises
+        check_identifier(turn_id, "turn_id")
+        try:
+            return await anyio.to_thread.run_sync(self.pad.observe, principal, turn_id, ctx.run_step, name, storable)
+        except VaultError as error:  # a vault fault or an unstorable result: logged by type; the run goes on
+            log.warning("offloading a tool result failed: %s", type(error).__name__)
+            return dict(STORE_FAILED)
 
 
 _PASS = object()
