@@ -6,9 +6,12 @@ session id, join her session and receive her answer."""
 from __future__ import annotations
 
 import threading
+from contextlib import AsyncExitStack
 
 import anyio
 import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from keys.testing import MemoryKeyring
 from tests.support.readme import readme_block
@@ -108,3 +111,38 @@ def test_a_tenant_on_anothers_session_never_receives_the_others_answer(db_path):
         vault.close()
     assert "CANARY-alice" not in bodies.get(BOB, "")
     assert "CANARY-alice" in bodies[ALICE]  # and alice's answer reached alice
+
+
+def test_two_tenants_racing_on_one_server_each_read_only_their_own(db_path):
+    """Sound (no change needed): concurrent calls of two tenants, each in its own session through the SDK's client,
+    are each served with their own principal (the hook sees each request's own HTTP request)."""
+    namespace = readme_server(db_path)
+    vault = namespace["vault"]
+    rows = {token: Scratchpad(vault).observe(Principal(user), "turn-1", 1, "web", f"{user.upper()}-" * 3000)["id"]
+            for token, user in ((ALICE, "alice"), (BOB, "bob"))}
+    seen: dict[str, set[str]] = {ALICE: set(), BOB: set()}
+
+    async def tenant(token: str) -> None:
+        async with AsyncExitStack() as stack:
+            http = await stack.enter_async_context(httpx2.AsyncClient(
+                transport=httpx2.ASGITransport(app=namespace["app"]), base_url=BASE,
+                headers={"Authorization": f"Bearer {token}"}))
+            client = await stack.enter_async_context(Client(streamable_http_client(f"{BASE}/mcp", http_client=http)))
+            async with anyio.create_task_group() as group:
+                for row in list(rows.values()) * 10:
+                    group.start_soon(read, client, token, row)
+
+    async def read(client, token: str, row: str) -> None:
+        answer = (await client.call_tool("scratchpad_read", {"id": row, "n": 6})).structured_content
+        seen[token].add(answer.get("content") or answer["error"][:9])
+
+    async def main() -> None:
+        async with namespace["server"].session_manager.run(), anyio.create_task_group() as group:
+            group.start_soon(tenant, ALICE)
+            group.start_soon(tenant, BOB)
+
+    try:
+        anyio.run(main)
+    finally:
+        vault.close()
+    assert seen == {ALICE: {"ALICE-", "not found"}, BOB: {"BOB-BO", "not found"}}
