@@ -16,8 +16,10 @@ import logging
 import threading
 from typing import Any, Protocol, runtime_checkable
 
+import pydantic_core
 from agents import FunctionTool, RunContextWrapper
 from agents.tool_context import ToolContext
+from pydantic import BaseModel
 
 from vault.engine.scratchpad import STORE_FAILED, Scratchpad
 from vault.engine.tool import SCRATCHPAD_READ_TOOL, tool_declaration
@@ -82,8 +84,9 @@ def scratchpad_read_tool(pad: Scratchpad, *, strict: bool = True) -> FunctionToo
 
 def offloading(tool: FunctionTool, pad: Scratchpad) -> FunctionTool:
     """A copy of ``tool`` whose results go through ``pad.observe`` before the model sees them: small ones as
-    they are, large ones stored and replaced by their representation. A dict or list result is stored as JSON
-    and shown as JSON text; a string as text. Other outputs (the SDK's image and file outputs) pass through."""
+    they are, large ones stored and replaced by their representation. A dict, list or pydantic model result is
+    stored as JSON and shown as JSON text; a string as text. Other outputs (the SDK's image and file outputs, plain
+    numbers) pass through."""
     if not isinstance(tool, FunctionTool):
         raise InvalidArgument("tool must be an agents FunctionTool")
     if not isinstance(pad, Scratchpad):
@@ -93,11 +96,12 @@ def offloading(tool: FunctionTool, pad: Scratchpad) -> FunctionTool:
     async def invoke(context: ToolContext[Any], arguments: str) -> Any:
         run = _run_context(context)
         output = await inner(context, arguments)
-        if not isinstance(output, str | dict | list):
+        storable = _storable(output)
+        if storable is _PASS:
             return output
         try:
             observed = await asyncio.to_thread(pad.observe, run.principal, run.turn_id, run.next_step(),
-                                               tool.name, output)
+                                               tool.name, storable)
         except VaultError as error:  # an unstorable result or a vault fault: logged by type, never shown
             log.warning("offloading a tool result failed: %s", type(error).__name__)
             return json.dumps(STORE_FAILED)
@@ -105,6 +109,27 @@ def offloading(tool: FunctionTool, pad: Scratchpad) -> FunctionTool:
 
     # the representation replaces the result, so an output schema the tool declared no longer applies
     return dataclasses.replace(tool, on_invoke_tool=invoke, output_json_schema=None, _output_type_adapter=None)
+
+
+_PASS = object()
+
+
+def _storable(output: Any) -> Any:
+    """What ``observe`` takes for a tool's output: text as it is, a dict, list or pydantic model as its JSON value;
+    the SDK's own outputs (images, files: its models, or lists of them) and plain scalars pass (``_PASS``)."""
+    if isinstance(output, str):
+        return output
+    items = output if isinstance(output, list) else [output]
+    if not isinstance(output, dict | list | BaseModel) or any(_sdk_made(item) for item in items):
+        return _PASS
+    try:
+        return pydantic_core.to_jsonable_python(output)
+    except pydantic_core.PydanticSerializationError:
+        return _PASS
+
+
+def _sdk_made(value: object) -> bool:
+    return type(value).__module__.split(".")[0] == "agents"
 
 
 def _run_context(wrapper: RunContextWrapper[Any]) -> ScratchpadRunContext:
