@@ -215,3 +215,18 @@ def test_readme_async_example_runs_against_the_os_keyring(real_keyring, tmp_path
     data_home.mkdir(mode=0o700)
     monkeypatch.setenv("XDG_DATA_HOME", str(data_home))
     exec(compile(SNIPPET, "README-async", "exec"), {"__name__": "readme"})
+
+
+def test_tools_takes_the_strict_flag_of_the_sync_scratchpad(vault, alice):
+    """The facade's tools() has Scratchpad.tools' arguments, strict mode included (review finding)."""
+    sync = Scratchpad(vault, threshold_bytes=T)
+    sync.observe(alice, "t1", 1, "fetch", "<p>figures</p>\n" * 999)
+
+    async def scenario():
+        async with AsyncScratchpad(vault, threshold_bytes=T) as pad:
+            for shape in ("openai", "openai-responses"):
+                assert await pad.tools(alice, "t1", shape, strict=True) == sync.tools(alice, "t1", shape, strict=True)
+            with pytest.raises(InvalidArgument):
+                await pad.tools(alice, "t1", "anthropic", strict=True)
+
+    asyncio.run(scenario())

@@ -79,9 +79,10 @@ class AsyncScratchpad:
         """:meth:`Scratchpad.resolve`."""
         return await self._read(self._pad.resolve, principal, turn_id, steps, reference)
 
-    async def tools(self, principal: Principal, turn_id: str, shape: str = "neutral") -> list[dict[str, Any]]:
+    async def tools(self, principal: Principal, turn_id: str, shape: str = "neutral", *,
+                    strict: bool = False) -> list[dict[str, Any]]:
         """:meth:`Scratchpad.tools`."""
-        return await self._read(self._pad.tools, principal, turn_id, shape)
+        return await self._read(self._pad.tools, principal, turn_id, shape, strict=strict)
 
     async def resume(self, principal: Principal, turn_id: str, *,
                      ttl_seconds: float | None = None) -> list[dict[str, Any]]:

@@ -90,8 +90,7 @@ class ScratchpadReadTool(BaseTool):
 
 def scratchpad_read_tool(pad: Scratchpad, *, context: TurnContext = context_turn) -> ScratchpadReadTool:
     """The ``scratchpad_read`` tool over ``pad``; ``context`` maps the graph's run context to (principal, turn)."""
-    if not isinstance(pad, Scratchpad):
-        raise InvalidArgument("pad must be a Scratchpad")
+    _check(pad, context)
     return ScratchpadReadTool(pad=pad, context=context)
 
 
@@ -99,6 +98,9 @@ def offered(pad: Scratchpad, runtime: Any, tools: Sequence[BaseTool], *,
             context: TurnContext = context_turn) -> list[BaseTool]:
     """The tools to bind for this model call (``runtime``: the model node's ``Runtime``): all of them, less
     ``scratchpad_read`` unless ``Scratchpad.tools`` offers it; a vault fault is logged and leaves it out."""
+    _check(pad, context)
+    if not hasattr(runtime, "context"):
+        raise InvalidArgument("runtime must be the model node's Runtime (with the graph's context)")
     principal, turn_id = context(runtime.context)
     try:
         offer = bool(pad.tools(principal, turn_id))
@@ -119,6 +121,8 @@ async def aoffered(pad: Scratchpad, runtime: Any, tools: Sequence[BaseTool], *,
 def repair_reads(message: AIMessage) -> AIMessage:
     """The model's message with its unparsable ``scratchpad_read`` calls made runnable: the tool answers each
     with what ``call_tool`` says of the raw arguments, where LangGraph would otherwise drop the call unanswered."""
+    if not isinstance(message, AIMessage):
+        raise InvalidArgument("repair_reads takes the model's AIMessage")
     broken = [call for call in message.invalid_tool_calls if call.get("name") == TOOL_NAME and call.get("id")]
     if not broken:
         return message
@@ -134,7 +138,18 @@ def offloading(pad: Scratchpad, tools: Sequence[BaseTool], *, context: TurnConte
     ``Scratchpad.observe`` before LangChain turns them into text: a large one is stored (JSON as json, text as
     text) and the model gets its representation as JSON (``STORE_FAILED`` when the vault cannot keep it: the
     run goes on). Messages, commands and content blocks pass through."""
+    _check(pad, context)
+    if not isinstance(tools, Sequence) or isinstance(tools, str):
+        raise InvalidArgument("tools must be a sequence of tools")
     return [_offloading(pad, tool, context) for tool in tools]
+
+
+def _check(pad: object, context: object) -> None:
+    """The caller's pad and context getter, checked when a tool is made, not in the middle of a run."""
+    if not isinstance(pad, Scratchpad):
+        raise InvalidArgument("pad must be a Scratchpad")
+    if not callable(context):
+        raise InvalidArgument("context must be a callable taking the graph's run context")
 
 
 def _offloading(pad: Scratchpad, tool: BaseTool, context: TurnContext) -> BaseTool:

@@ -55,7 +55,7 @@ def fixed_principal(principal: Principal, turn_id: str) -> PrincipalFor:
 def access_token(context: ServerRequestContext[Any, Any]) -> AccessToken | None:
     """The bearer token the SDK's auth middleware verified for this HTTP request (``token_verifier`` of
     ``streamable_http_app``), or None (stdio, or no authentication configured): what a hook maps to a principal."""
-    scope = getattr(context.request, "scope", None)
+    scope = getattr(getattr(context, "request", None), "scope", None)
     user = scope.get("user") if isinstance(scope, dict) else None
     return user.access_token if isinstance(user, AuthenticatedUser) else None
 
@@ -68,6 +68,8 @@ def build_server(scratchpad: Scratchpad, principal_for: PrincipalFor, *, name: s
         raise InvalidArgument("scratchpad must be a Scratchpad")
     if not callable(principal_for):
         raise InvalidArgument("principal_for must be a callable taking the request context")
+    if not isinstance(name, str) or not name:
+        raise InvalidArgument("name must be a non-empty str")
 
     async def list_tools(context: ServerRequestContext[Any, Any], _params: Any) -> types.ListToolsResult:
         principal, turn_id = await _who(principal_for, context)
@@ -100,6 +102,8 @@ def build_server(scratchpad: Scratchpad, principal_for: PrincipalFor, *, name: s
 def result(answer: dict[str, Any]) -> types.CallToolResult:
     """``call_tool``'s dict as the MCP result: JSON text for every client, the same object as structured
     content, and ``isError`` for the error answers (not found, invalid arguments, fault)."""
+    if not isinstance(answer, dict):
+        raise InvalidArgument("answer must be the dict Scratchpad.call_tool returned")
     text = json.dumps(answer, ensure_ascii=False)
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=answer,
                                 is_error="error" in answer)

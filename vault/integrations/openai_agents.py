@@ -16,8 +16,10 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+import pydantic_core
 from agents import FunctionTool, RunContextWrapper
 from agents.tool_context import ToolContext
+from pydantic import BaseModel
 
 from vault.engine.scratchpad import STORE_FAILED, Scratchpad
 from vault.engine.tool import SCRATCHPAD_READ_TOOL, tool_declaration
@@ -60,6 +62,8 @@ def scratchpad_read_tool(pad: Scratchpad, *, strict: bool = True) -> FunctionToo
     default) declares OpenAI's strict schema, which the SDK keeps as it is; ``strict=False`` the lenient one."""
     if not isinstance(pad, Scratchpad):
         raise InvalidArgument("pad must be a Scratchpad")
+    if not isinstance(strict, bool):
+        raise InvalidArgument("strict must be a bool")
     parameters = tool_declaration("openai-responses", strict=True)["parameters"] if strict else (
         tool_declaration("neutral")["parameters"])
 
@@ -95,14 +99,36 @@ def _offloading(pad: Scratchpad, tool: FunctionTool) -> FunctionTool:
     async def invoke(context: ToolContext[Any], arguments: str) -> Any:
         run = _run_context(context)
         output = await inner(context, arguments)
-        if not isinstance(output, str | dict | list):
+        storable = _storable(output)
+        if storable is _PASS:
             return output
         observed = await asyncio.to_thread(observe_result, pad, run.principal, run.turn_id, run.next_step(),
-                                           tool.name, output)  # STORE_FAILED when the vault cannot keep it
+                                           tool.name, storable)  # STORE_FAILED when the vault cannot keep it
         return observed if isinstance(observed, str) else json.dumps(observed, ensure_ascii=False)
 
     # the representation replaces the result, so an output schema the tool declared no longer applies
     return dataclasses.replace(tool, on_invoke_tool=invoke, output_json_schema=None, _output_type_adapter=None)
+
+
+_PASS = object()
+
+
+def _storable(output: Any) -> Any:
+    """What ``observe`` takes for a tool's output: text as it is, a dict, list or pydantic model as its JSON value;
+    the SDK's own outputs (images, files: its models, or lists of them) and plain scalars pass (``_PASS``)."""
+    if isinstance(output, str):
+        return output
+    items = output if isinstance(output, list) else [output]
+    if not isinstance(output, dict | list | BaseModel) or any(_sdk_made(item) for item in items):
+        return _PASS
+    try:
+        return pydantic_core.to_jsonable_python(output)
+    except pydantic_core.PydanticSerializationError:
+        return _PASS
+
+
+def _sdk_made(value: object) -> bool:
+    return type(value).__module__.split(".")[0] == "agents"
 
 
 def _run_context(wrapper: RunContextWrapper[Any]) -> ScratchpadRunContext:

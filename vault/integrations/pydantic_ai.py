@@ -47,7 +47,7 @@ class TurnDeps(Protocol):
 
 def deps_turn(ctx: RunContext[Any]) -> tuple[Principal, str]:
     """The default getter: ``(ctx.deps.principal, ctx.deps.turn_id)``; a runtime without them is misconfigured."""
-    deps = ctx.deps
+    deps = getattr(ctx, "deps", None)
     if not isinstance(deps, TurnDeps):
         raise InvalidArgument("the run's deps must carry .principal and .turn_id (or pass context=...)")
     return deps.principal, deps.turn_id
@@ -70,8 +70,7 @@ class ScratchpadToolset(AbstractToolset[Any]):
     """``scratchpad_read`` for the run's principal and turn, listed only when ``Scratchpad.tools`` offers it."""
 
     def __init__(self, pad: Scratchpad, *, context: TurnContext = deps_turn, id: str | None = None) -> None:
-        if not isinstance(pad, Scratchpad):
-            raise InvalidArgument("pad must be a Scratchpad")
+        _check(pad, context)
         self._pad, self._context, self._id = pad, context, id
         declaration = tool_declaration("neutral")
         self._definition = ToolDefinition(name=TOOL_NAME, description=declaration["description"],
@@ -117,6 +116,9 @@ class OffloadingToolset(WrapperToolset[Any]):
     pad: Scratchpad = field(kw_only=True)
     context: TurnContext = field(default=deps_turn, kw_only=True)
 
+    def __post_init__(self) -> None:
+        _check(self.pad, self.context)
+
     async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any],
                         tool: ToolsetTool[Any]) -> Any:
         result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
@@ -129,6 +131,14 @@ class OffloadingToolset(WrapperToolset[Any]):
 
 
 _PASS = object()
+
+
+def _check(pad: object, context: object) -> None:
+    """The caller's pad and context getter, checked when the toolset is made, not in the middle of a run."""
+    if not isinstance(pad, Scratchpad):
+        raise InvalidArgument("pad must be a Scratchpad")
+    if not callable(context):
+        raise InvalidArgument("context must be a callable taking the RunContext")
 
 
 def _storable(result: Any) -> Any:

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 
 from vault.errors import InvalidArgument, VaultError
+from vault.inputs import check_identifier
 from vault.model import Principal
 from vault.ops import commands
 
@@ -35,12 +36,15 @@ def add_command(command: Callable[..., argparse.ArgumentParser]) -> None:
 
 
 def bound_principal(args: argparse.Namespace) -> tuple[Principal, str]:
-    """The principal and turn the server is bound to: each flag, else its environment variable."""
-    given = {name: getattr(args, name) or os.environ.get(variable) or None for name, variable in ENVIRONMENT.items()}
+    """The principal and turn the server is bound to: each flag, else its environment variable. A flag given empty
+    is refused (by the checks below), never replaced by its variable: the host's command line decides."""
+    given = {name: os.environ.get(variable) or None if getattr(args, name) is None else getattr(args, name)
+             for name, variable in ENVIRONMENT.items()}
     missing = [f"--{name} (or ${ENVIRONMENT[name]})" for name in ("user", "turn") if given[name] is None]
     if missing:
         raise InvalidArgument(f"the MCP server needs {' and '.join(missing)}")
-    return Principal(given["user"], actor=given["actor"], channel=given["channel"]), given["turn"]
+    principal = Principal(given["user"], actor=given["actor"], channel=given["channel"])
+    return principal, check_identifier(given["turn"], "turn_id")
 
 
 def serve(args: argparse.Namespace) -> int:
