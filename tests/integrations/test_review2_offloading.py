@@ -1,7 +1,8 @@
 """Second review: the shared offloading rule (vault/integrations/_offload.py) in the pydantic-ai, LangChain and
 Agents SDK wrappers after the manual merge. A result that no JSON holds (a circular structure, one nested deeper
 than pydantic serialises) ended the whole run with a bare ValueError in all three wrappers, where the framework
-alone showed it, and the vault refuses it too: it is now STORE_FAILED, like NaN.
+alone showed it, and the vault refuses it too: it is now STORE_FAILED, like NaN. A step number the application's
+run context gave (Agents SDK) that is not a step was hidden as STORE_FAILED; it now raises like a bad principal.
 Sound already: a fault on a large model result is STORE_FAILED logged by type only, a bad turn raises."""
 
 from __future__ import annotations
@@ -102,6 +103,17 @@ def invalid(run, match: str) -> None:
     while not isinstance(error, InvalidArgument) and error.__cause__ is not None:
         error = error.__cause__
     assert isinstance(error, InvalidArgument) and match in str(error), raised.value
+
+
+class BadSteps(openai_agents.TurnContext):
+    """An application's run context whose step counter is broken."""
+
+    def next_step(self):
+        return -1
+
+
+def test_a_step_the_run_context_gives_that_is_no_step_raises_like_a_bad_principal(vault, alice):
+    invalid(lambda: run_agents(Scratchpad(vault), rows, BadSteps(alice, "t1")), "step_num")
 
 
 @pytest.mark.parametrize("framework", RUNS)

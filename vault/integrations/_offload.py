@@ -10,7 +10,7 @@ import pydantic_core
 
 from vault.engine import STORE_FAILED, Scratchpad
 from vault.errors import VaultError
-from vault.inputs import check_identifier
+from vault.inputs import check_identifier, check_step
 from vault.model import Principal, check_principal
 
 log = logging.getLogger("scratchvault.integrations")
@@ -33,9 +33,10 @@ def observe_result(pad: Scratchpad, principal: Principal, turn_id: str, step_num
                    result: Any) -> Any:
     """What the model sees of a tool's result: ``pad.observe``'s answer, or ``STORE_FAILED`` when the vault
     cannot keep it (a closed vault, the keyring, the store, or a value it cannot store), logged by error type;
-    never the large result inline. What the application set (principal, turn, tool name) raises when wrong."""
+    never the large result inline. What the application set (principal, turn, step, tool name) raises when wrong."""
     check_principal(principal)
     check_identifier(turn_id, "turn_id")
+    check_step(step_num)
     check_identifier(tool_name, "executor_name")
     if result is UNSTORABLE:
         log.warning("a tool result was not offloaded: not JSON (circular or nested too deep)")
