@@ -24,7 +24,6 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import pydantic_core
 from langchain_core.messages import AIMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.tools.base import TOOL_MESSAGE_BLOCK_TYPES
@@ -34,7 +33,8 @@ from pydantic import Field
 
 from vault.engine import Scratchpad, tool_declaration
 from vault.errors import InvalidArgument, VaultError
-from vault.integrations._offload import observe_result
+from vault.integrations._offload import PASS as _PASS
+from vault.integrations._offload import json_value, observe_result
 from vault.model import Principal
 
 log = logging.getLogger("scratchvault.integrations")
@@ -186,7 +186,6 @@ def _offloading(pad: Scratchpad, tool: BaseTool, context: TurnContext) -> BaseTo
     return tool.model_copy(update=update)
 
 
-_PASS = object()
 _MESSAGE_MODULES = ("langchain_core.", "langgraph.")
 
 
@@ -200,7 +199,4 @@ def _storable(result: Any) -> Any:
         return _PASS  # message content, as LangGraph's ToolNode tells it
     if type(result).__module__.startswith(_MESSAGE_MODULES):
         return _PASS
-    try:
-        return pydantic_core.to_jsonable_python(result)
-    except pydantic_core.PydanticSerializationError:
-        return _PASS
+    return json_value(result)

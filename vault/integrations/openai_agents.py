@@ -16,7 +16,6 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-import pydantic_core
 from agents import FunctionTool, RunContextWrapper
 from agents.tool_context import ToolContext
 from pydantic import BaseModel
@@ -24,7 +23,8 @@ from pydantic import BaseModel
 from vault.engine.scratchpad import STORE_FAILED, Scratchpad
 from vault.engine.tool import SCRATCHPAD_READ_TOOL, tool_declaration
 from vault.errors import InvalidArgument
-from vault.integrations._offload import observe_result
+from vault.integrations._offload import PASS as _PASS
+from vault.integrations._offload import json_value, observe_result
 from vault.model import Principal, check_principal
 
 __all__ = ["STORE_FAILED", "ScratchpadRunContext", "TurnContext", "offloading", "scratchpad_read_tool"]
@@ -110,9 +110,6 @@ def _offloading(pad: Scratchpad, tool: FunctionTool) -> FunctionTool:
     return dataclasses.replace(tool, on_invoke_tool=invoke, output_json_schema=None, _output_type_adapter=None)
 
 
-_PASS = object()
-
-
 def _storable(output: Any) -> Any:
     """What ``observe`` takes for a tool's output: text as it is, a dict, list or pydantic model as its JSON value;
     the SDK's own outputs (images, files: its models, or lists of them) and plain scalars pass (``_PASS``)."""
@@ -121,10 +118,7 @@ def _storable(output: Any) -> Any:
     items = output if isinstance(output, list) else [output]
     if not isinstance(output, dict | list | BaseModel) or any(_sdk_made(item) for item in items):
         return _PASS
-    try:
-        return pydantic_core.to_jsonable_python(output)
-    except pydantic_core.PydanticSerializationError:
-        return _PASS
+    return json_value(output)
 
 
 def _sdk_made(value: object) -> bool:

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import anyio.to_thread
-import pydantic_core
 from pydantic_ai import RunContext, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
 from vault.engine import Scratchpad, tool_declaration
 from vault.errors import InvalidArgument, VaultError
-from vault.integrations._offload import observe_result
+from vault.integrations._offload import PASS as _PASS
+from vault.integrations._offload import json_value, observe_result
 from vault.model import Principal
 
 log = logging.getLogger("scratchvault.integrations")
@@ -130,9 +130,6 @@ class OffloadingToolset(WrapperToolset[Any]):
                                               storable)  # STORE_FAILED when the vault cannot keep it
 
 
-_PASS = object()
-
-
 def _check(pad: object, context: object) -> None:
     """The caller's pad and context getter, checked when the toolset is made, not in the middle of a run."""
     if not isinstance(pad, Scratchpad):
@@ -148,7 +145,4 @@ def _storable(result: Any) -> Any:
         return result
     if type(result).__module__.startswith("pydantic_ai."):
         return _PASS
-    try:
-        return pydantic_core.to_jsonable_python(result)
-    except pydantic_core.PydanticSerializationError:
-        return _PASS
+    return json_value(result)
