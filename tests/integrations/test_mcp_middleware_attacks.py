@@ -11,7 +11,7 @@ import json
 import anyio
 import httpx2
 
-from tests.integrations.test_review_mcp_sessions import ALICE, BASE, BOB, INIT, open_session, post, readme_server
+from tests.integrations.test_mcp_tenant_sessions import ALICE, BASE, BOB, INIT, open_session, post, readme_server
 from vault import Principal
 from vault.engine import NOT_FOUND, Scratchpad
 
