@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import asdict, dataclass
 
 from agents import Agent, Runner, ToolOutputText, function_tool
 from pydantic import BaseModel
@@ -63,3 +64,35 @@ def test_the_sdks_own_outputs_still_pass_through(vault, alice):
     asyncio.run(Runner.run(agent, "go", context=TurnContext(alice, "t1")))
     assert model.outputs[0] == [{"type": "input_text", "text": "x" * 5000}]
     assert not vault.has_rows(alice, "t1")
+
+
+@dataclass
+class Entry:
+    path: str
+    size: int
+
+
+ENTRIES = tuple(Entry(path=f"/srv/f{i:04}.csv", size=i) for i in range(400))
+
+
+@function_tool
+def entries_tuple() -> tuple:
+    """A large result: a tuple of dataclasses."""
+    return ENTRIES
+
+
+@function_tool
+def one_entry() -> Entry:
+    """A small result: one dataclass."""
+    return ENTRIES[0]
+
+
+def test_tuples_and_dataclasses_are_stored_as_json_like_the_other_wrappers_store_them(vault, alice):
+    pad = Scratchpad(vault)
+    model = ScriptedModel([("entries_tuple", {}), ("one_entry", {}), "done"])
+    agent = Agent(name="a", model=model, tools=offloading(pad, [entries_tuple, one_entry]))
+    asyncio.run(Runner.run(agent, "go", context=TurnContext(alice, "t1")))
+    stored = json.loads(model.outputs[0])
+    assert set(stored) == OFFLOADED_KEYS and stored["content_kind"] == "json"
+    assert vault.get(alice, stored["id"]).content == [asdict(entry) for entry in ENTRIES]
+    assert json.loads(model.outputs[1]) == asdict(ENTRIES[0])  # small: shown as its JSON, not its repr

@@ -111,12 +111,15 @@ def _offloading(pad: Scratchpad, tool: FunctionTool) -> FunctionTool:
 
 
 def _storable(output: Any) -> Any:
-    """What ``observe`` takes for a tool's output: text as it is, a dict, list or pydantic model as its JSON value;
-    the SDK's own outputs (images, files: its models, or lists of them) and plain scalars pass (``_PASS``)."""
+    """What ``observe`` takes for a tool's output: text as it is, a dict, list, tuple, dataclass or pydantic model
+    as its JSON value (as the pydantic-ai and LangChain wrappers take them); the SDK's own outputs (images, files:
+    its models, or lists of them) and plain scalars pass (``_PASS``)."""
     if isinstance(output, str):
         return output
-    items = output if isinstance(output, list) else [output]
-    if not isinstance(output, dict | list | BaseModel) or any(_sdk_made(item) for item in items):
+    items = output if isinstance(output, list | tuple) else [output]
+    structured = isinstance(output, dict | list | tuple | BaseModel) or (
+        dataclasses.is_dataclass(output) and not isinstance(output, type))
+    if not structured or any(_sdk_made(item) for item in items):
         return _PASS
     return json_value(output)
 
