@@ -48,3 +48,41 @@ class KeyCommitments(Protocol):
 
     def record_index_commitment(self, value: bytes) -> None:
         """Record the index key's commitment."""
+
+
+class EpochRecords(Protocol):
+    """Where the database keeps the expiry epochs' keys (keys/epoch_entries.py): commitments, attempts reserved
+    before an entry is written, and tombstones of destroyed epochs and abandoned attempts. An epoch is
+    (length, number); attempts count from 1; a tombstone of attempt 0 closes its epoch for good."""
+
+    def locked(self) -> AbstractContextManager[object]:
+        """A write transaction holding the store's key lock until the block ends."""
+
+    def epoch_commitment(self, length: int, epoch: int) -> tuple[int, bytes] | None:
+        """(attempt, commitment) of the epoch's recorded key, or None (never made, or destroyed)."""
+
+    def reserve_epoch(self, length: int, epoch: int, now: float, abandon_before: float) -> int | None:
+        """Reserve the epoch's next attempt in a committed transaction of its own; None when the epoch is closed.
+        Reservations made before ``abandon_before`` that never got a commitment are tombstoned on the way."""
+
+    def epoch_pending(self, length: int, epoch: int, attempt: int) -> bool:
+        """Whether an attempt is reserved, not committed, not tombstoned, and its epoch not closed."""
+
+    def record_epoch_commitment(self, length: int, epoch: int, attempt: int, value: bytes) -> None:
+        """Record the epoch's key (the first recorded stays)."""
+
+    def tombstone_epoch_attempt(self, length: int, epoch: int, attempt: int) -> None:
+        """Destroy one attempt (a write that failed, or lost a first-use race)."""
+
+    def close_epochs(self, ended_by: float) -> list[tuple[int, int]]:
+        """Close every epoch that ended by ``ended_by`` and has a key or reservation: tombstone its attempts and
+        drop its commitment, committed before any entry is deleted; returns the (length, epoch) that had a key."""
+
+    def epoch_tombstones(self, unswept_only: bool) -> list[tuple[int, int, int, bool]]:
+        """(length, epoch, attempt, swept) of destroyed attempts (closing markers, attempt 0, left out)."""
+
+    def mark_epochs_swept(self, attempts: list[tuple[int, int, int]]) -> None:
+        """Record that these destroyed attempts' keyring entries are gone."""
+
+    def live_epochs(self) -> list[tuple[int, int]]:
+        """(length, epoch) of every epoch with a recorded key, oldest first."""

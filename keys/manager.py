@@ -17,7 +17,9 @@ from collections.abc import Callable
 from keys.aead import KEY_SIZE, random_bytes
 from keys.blind_index import IndexKey, tags_equal
 from keys.cache import KeyCache
-from keys.commitments import KeyCommitments
+from keys.commitments import EpochRecords, KeyCommitments
+from keys.epoch_entries import EpochKeys
+from keys.epochs import DEFAULT_EPOCH_SECONDS, DEFAULT_SKEW_SECONDS
 from keys.errors import InvalidArgument, KeyUnavailable, VaultError
 from keys.keyring_edge import KeyringEdge
 from keys.keyset import MAX_VERSION, OwnerKeyset, parse_single_key
@@ -33,7 +35,8 @@ class KeyManager:
     """Fetches, creates, checks and caches this vault's keys in the OS keyring."""
 
     def __init__(self, keyring: KeyringEdge, vault_id: bytes, commitments: KeyCommitments, *, cache_ttl: float,
-                 cache_size: int) -> None:
+                 cache_size: int, epoch_seconds: int = DEFAULT_EPOCH_SECONDS,
+                 epoch_skew_seconds: int = DEFAULT_SKEW_SECONDS) -> None:
         self._keyring = keyring
         self._vault_id = vault_id
         self._commitments = commitments
@@ -43,6 +46,9 @@ class KeyManager:
         self._entries = OwnerEntries(keyring, vault_id, commitments)
         # a reservation older than this never got its key: its writer gave up (keyring timeout) or died
         self._abandon_after = 2 * keyring.timeout + 60.0
+        records: EpochRecords = commitments  # type: ignore[assignment]  # a store's commitments keep both
+        self.epochs = EpochKeys(keyring, vault_id, records, cache_ttl=cache_ttl, cache_size=cache_size,
+                                length=epoch_seconds, skew=epoch_skew_seconds)  # issue 16: not used by rows yet
 
     @property
     def backend_name(self) -> str:
@@ -254,6 +260,7 @@ class KeyManager:
     def close(self) -> None:
         """Drop every cached key."""
         self._cache.clear()
+        self.epochs.clear()
 
     def __repr__(self) -> str:
         return f"<KeyManager backend={self.backend_name}>"

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import psycopg
 
-from tests.attacks.tamper_cells import Cell
+from tests.attacks.tamper_cells import Cell, epoch_targets
 
-TABLES = ("chunks", "deletions", "key_reservations", "key_tombstones", "meta", "owner_keys", "owners", "rows",
-          "scratchvault_schema", "summaries")  # every table the tamper matrix targets
+TABLES = ("chunks", "deletions", "epoch_keys", "epoch_reservations", "epoch_tombstones", "key_reservations",
+          "key_tombstones", "meta", "owner_keys", "owners", "rows", "scratchvault_schema",
+          "summaries")  # every table the tamper matrix targets
 NUMERIC = ("smallint", "integer", "bigint", "real", "double precision", "numeric")
 _HOLDS = {bytes: ("bytea",), str: ("text",), float: ("double precision", "real"), bool: ("boolean",),
           int: ("bigint", "integer", "smallint")}  # column types that store a Python value as it is
@@ -108,7 +109,8 @@ class PgTamperCells:
                           ("scratchvault_schema", "version", "true", ())]
                        + [(table, f"v{v}", "owner_tag = ? AND version = ?", (owner_tag, v))
                           for table in ("key_reservations", "key_tombstones") for (v,) in connection.execute(
-                              f"SELECT version FROM {table} WHERE owner_tag = ?", (owner_tag,)).fetchall()])
+                              f"SELECT version FROM {table} WHERE owner_tag = ?", (owner_tag,)).fetchall()]
+                       + epoch_targets(connection))
             return [Cell(table, label, column, where, params) for table, label, where, params in targets
                     for (column,) in connection.execute(
                         "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND "

@@ -9,8 +9,19 @@ from dataclasses import dataclass
 
 SHIFT = 20  # a chunk's key is seq << SHIFT | index
 INDEX_MASK = (1 << SHIFT) - 1
-TABLES = ("chunks", "deletions", "key_reservations", "key_tombstones", "meta", "owner_keys", "owners", "rows",
-          "summaries")  # every table the tamper matrix targets
+TABLES = ("chunks", "deletions", "epoch_keys", "epoch_reservations", "epoch_tombstones", "key_reservations",
+          "key_tombstones", "meta", "owner_keys", "owners", "rows", "summaries")  # every table the matrix targets
+EPOCH_ROWS = (("epoch_keys", "SELECT length, epoch FROM epoch_keys", "length = ? AND epoch = ?"),
+              ("epoch_reservations", "SELECT length, epoch, attempt FROM epoch_reservations",
+               "length = ? AND epoch = ? AND attempt = ?"),
+              ("epoch_tombstones", "SELECT length, epoch, attempt FROM epoch_tombstones",
+               "length = ? AND epoch = ? AND attempt = ?"))
+
+
+def epoch_targets(connection) -> list[tuple[str, str, str, tuple]]:
+    """Every row of the epoch tables (shared by every owner): (table, label, where, params)."""
+    return [(table, ".".join(map(str, key)), where, tuple(key)) for table, select, where in EPOCH_ROWS
+            for key in connection.execute(select).fetchall()]
 
 
 @dataclass(frozen=True)
@@ -29,9 +40,9 @@ class TamperCells:
 
     def cells(self, seq: int) -> list[Cell]:
         """Every stored value the tamper matrix targets: each column of row ``seq``, its summary and each of its
-        chunks, each ``meta`` entry, and the row owner's ``owner_keys``, ``owners``, ``deletions`` (ledger),
-        ``key_reservations`` and ``key_tombstones`` entries. A table this helper does not know fails: a new table
-        cannot go untested."""
+        chunks, each ``meta`` entry, the row owner's ``owner_keys``, ``owners``, ``deletions`` (ledger),
+        ``key_reservations`` and ``key_tombstones`` entries, and every row of the epoch tables. A table this helper
+        does not know fails: a new table cannot go untested."""
         with self._connection() as connection:
             tables = tuple(sorted(name for (name,) in connection.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")))
@@ -50,7 +61,8 @@ class TamperCells:
                           ("deletions", "ledger", "owner_tag = ?", (owner_tag,))]
                        + [(table, f"v{v}", "owner_tag = ? AND version = ?", (owner_tag, v))
                           for table in ("key_reservations", "key_tombstones") for (v,) in connection.execute(
-                              f"SELECT version FROM {table} WHERE owner_tag = ?", (owner_tag,))])
+                              f"SELECT version FROM {table} WHERE owner_tag = ?", (owner_tag,))]
+                       + epoch_targets(connection))
             return [Cell(table, label, column, where, params) for table, label, where, params in targets
                     for _, column, *_ in connection.execute(f"PRAGMA table_info({table})")]
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import keyring.errors
 import pytest
 
+from keys.epochs import epoch_end
 from keys.testing import MemoryKeyring
 from tests.support.clock import T0, FakeClock
 from vault import IntegrityError, KeyUnavailable, NotFound, Principal, Vault, VaultError
@@ -57,6 +58,16 @@ def abandon_a_rotation(vault: Vault, ring: MemoryKeyring, user_id: str) -> None:
         del ring.set_password
 
 
+def make_epoch_keys(vault: Vault) -> None:
+    """An epoch key that lives and one destroyed, so the epoch tables hold a key, a reservation and tombstones to
+    tamper with too (issue 16, step 1: no row is sealed under them yet)."""
+    epochs = vault._keys.epochs
+    soon, later = epochs.epoch_of_expiry(T0 + 60), epochs.epoch_of_expiry(T0 + 3 * 3600)
+    epochs.get_or_create(soon, T0)
+    epochs.get_or_create(later, T0)
+    assert epochs.destroy_ended(epoch_end(soon[1], soon[0]) + epochs.skew).destroyed == [soon]
+
+
 def build_world(root: Path, layout: str, attacker_for: Callable) -> dict:
     """Vaults A and B under ``root`` in files of ``layout``: made by this scratchvault (rows found by the seq their
     id names) or before schema 3 (found by an index on ids); with what every read path returned."""
@@ -73,6 +84,7 @@ def build_world(root: Path, layout: str, attacker_for: Callable) -> dict:
                "bob": a.put(bob, "t", 1, "web.fetch", "bob's page " * 100).id}
         abandon_a_rotation(a, ring, "alice")  # so alice has a reservation and a tombstone to tamper with too
         a.delete(alice, a.put(alice, "t", 3, "scratch", "deleted at once").id)  # so alice has a ledger of deletes
+        make_epoch_keys(a)
         pristine = {(who, i, name): call(a, p, i) for who, p in PRINCIPALS.items() for i in ids.values()
                     for name, call in PATHS.items() if (who == "bob") == (i == ids["bob"])}
         lists = {(who, turn): a.list_for_turn(p, turn) for who, p in PRINCIPALS.items() for turn in TURNS}

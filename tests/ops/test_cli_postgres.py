@@ -63,7 +63,7 @@ def test_json_output_of_stats_and_maintain_on_postgres(cli):
 def test_doctor_and_demo_on_the_url(cli):
     cli.put()
     doctor = cli.run("doctor")
-    assert "ok    connection: local Unix socket" in doctor.stdout.decode() and "schema version 1" in (
+    assert "ok    connection: local Unix socket" in doctor.stdout.decode() and "schema version 2" in (
         doctor.stdout.decode())
     demo = cli.run("demo")
     transcript = demo.stdout.decode()

@@ -16,13 +16,14 @@ import pytest
 
 from keys import SealedLedger
 from tests.storage.contract_deletes import DeletesContract
+from tests.storage.contract_epochs import EpochRecordsContract
 from tests.storage.contract_keys import KeyBookkeepingContract
 from tests.storage.contract_support import NOW, OTHER_OWNER, OTHER_TURN, OWNER, TURN, Ids, put, put_ledger
 from vault import IntegrityError, StorageError, VaultError
 from vault.storage import StoredRow
 
 
-class StoreContract(KeyBookkeepingContract, DeletesContract):
+class StoreContract(KeyBookkeepingContract, DeletesContract, EpochRecordsContract):
     """What the vault asks of a store. Subclasses supply ``make_store`` and ``small_batches``."""
 
     @pytest.fixture

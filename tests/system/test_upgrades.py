@@ -18,6 +18,7 @@ from tests.support.file_keyring import FileKeyring, load, save
 from tests.support.keyring_entries import owner_username
 from tests.system.releases import Previous, release_tree
 from vault import InvalidArgument, KeyUnavailable, NotFound, Principal, Vault, storage
+from vault.storage.sqlite.schema import SCHEMA_VERSION
 
 PREVIOUS = "8c9bad0"  # the last commit before write-once keyring entries: SCHEMA_VERSION 3, one keyset entry per owner
 SCHEMA_2_RELEASE = "5869981"  # the last commit before row ids named their seq: random ids, found by an id index
@@ -65,7 +66,7 @@ def test_this_release_reads_the_previous_ones_keys_in_place_and_puts_new_version
         assert old("rotate", "alice") == 2
         a2 = old("put", "alice", 2, "old two")
         with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
-            assert user_version(db_path) == 4
+            assert user_version(db_path) == SCHEMA_VERSION
             assert [new.get(ALICE, i).content for i in (a1, a2)] == ["old one", "old two"]
             n3 = new.put(ALICE, "t", 3, "x", "new three").id
             c1 = old("put", "carol", 1, "carol's")  # a new owner, in the old layout, while both run
@@ -143,7 +144,7 @@ def test_a_schema_2_release_still_running_when_the_schema_is_raised_shares_its_r
         assert old.opened == 2
         a1 = old("put", "alice", 1, "old one")
         with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
-            assert user_version(db_path) == 4 and new._store._ids_indexed is True
+            assert user_version(db_path) == SCHEMA_VERSION and new._store._ids_indexed is True
             n2 = new.put(ALICE, "t", 2, "x", "new two").id
             assert new.get(ALICE, a1).content == "old one" and old("get", "alice", n2) == "new two"
             a3 = old("put", "alice", 3, "old three")  # a random id, written after the raise (its keys cached)
@@ -182,7 +183,7 @@ def test_the_previous_release_refuses_a_file_made_at_schema_4_and_leaves_it_as_i
     old.close()
     # it meets tables it does not know before it reads the version (README, "Upgrading": upgrade, do not restore)
     assert old.opened["error"] == "IntegrityError" and "schema objects" in old.opened["message"]
-    assert user_version(db_path) == 4 and attacker.counts() == before
+    assert user_version(db_path) == SCHEMA_VERSION and attacker.counts() == before
     with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
         assert new.get(ALICE, row).content == "kept"
 
@@ -236,7 +237,7 @@ def test_a_file_made_before_ledgers_is_used_and_records_deletes_from_then_on(pre
         old.close()
     saved = attacker.save_row(attacker.seq_of(a2))
     with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
-        assert user_version(db_path) == 4 and attacker.ledgers() == {}
+        assert user_version(db_path) == SCHEMA_VERSION and attacker.ledgers() == {}
         assert sorted(r.id for r in new.list_for_turn(ALICE, "t")) == sorted([a2, a3])
         assert new.extend_turn(ALICE, "t", 7200) == 2 and new.get(ALICE, a3).content == "row 3"
         new.delete(ALICE, a2)
@@ -250,4 +251,4 @@ def test_a_file_made_before_ledgers_is_used_and_records_deletes_from_then_on(pre
     refused = Previous(previous_tree, db_path, ring)
     refused.close()
     assert refused.opened["error"] == "IntegrityError" and "did not make" in refused.opened["message"]
-    assert user_version(db_path) == 4 and attacker.counts() == before
+    assert user_version(db_path) == SCHEMA_VERSION and attacker.counts() == before

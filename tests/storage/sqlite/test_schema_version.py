@@ -25,7 +25,7 @@ from vault.storage.sqlite.schema import SCHEMA_VERSION
 @pytest.mark.parametrize("old_version", [1, 2])
 def test_a_file_from_before_version_3_is_raised_to_the_current_one_and_keeps_its_index_on_ids(
         db_path, attacker, keyring_backend, clock, old_version):
-    assert SCHEMA_VERSION == 4
+    assert SCHEMA_VERSION == 5
     legacy_file(db_path, old_version)
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
         assert user_version(db_path) == SCHEMA_VERSION and usage_index(db_path) == ["owner_tag", "size_bytes"]
@@ -54,7 +54,7 @@ def test_a_file_of_version_3_gains_the_usage_index_and_its_old_rows_count_agains
     as_schema_3(db_path)
     assert usage_index(db_path) == []
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock, owner_max_rows=3) as vault:
-        assert user_version(db_path) == 4 and usage_index(db_path) == ["owner_tag", "size_bytes"]
+        assert user_version(db_path) == SCHEMA_VERSION and usage_index(db_path) == ["owner_tag", "size_bytes"]
         vault.put(alice, "t", 3, "x", "the third")
         with pytest.raises(QuotaExceeded, match="quota of 3 stored rows"):
             vault.put(alice, "t", 4, "x", "a fourth")

@@ -8,11 +8,11 @@ transaction, before any key is written)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
 from vault.errors import StorageError
-from vault.storage.postgres.schema import KEYS_LOCK, LOCK_CLASS
+from vault.storage.postgres.epochs import PgEpochRecords
 from vault.storage.postgres.writes import PgWriteTx
 from vault.storage.sqlite.commitments import _version
 from vault.storage.sqlite.schema import blob
@@ -32,14 +32,14 @@ _LIVE = ("SELECT version, check_value FROM owner_keys WHERE owner_tag = %(tag)s 
 _PENDING = ("SELECT 1 FROM key_reservations r WHERE owner_tag = %(tag)s AND version = %(v)s "
             "AND NOT EXISTS (SELECT 1 FROM owner_keys WHERE owner_tag = %(tag)s AND version = %(v)s) "
             "AND NOT EXISTS (SELECT 1 FROM key_tombstones WHERE owner_tag = %(tag)s AND version = %(v)s)")
-KEY_LOCK = "SELECT pg_advisory_xact_lock(%s, %s)"
 _TOMBSTONE = ("INSERT INTO key_tombstones (owner_tag, version, check_value, swept) VALUES (%(tag)s, %(v)s, "
               "coalesce((SELECT check_value FROM owner_keys WHERE owner_tag = %(tag)s AND version = %(v)s), "
               "'\\x'::bytea), false) ON CONFLICT DO NOTHING")
 
 
-class PostgresCommitments:
-    """Key commitments and the owner registry; writes join the thread's open transaction, else run in their own."""
+class PostgresCommitments(PgEpochRecords):
+    """Key commitments, the owner registry and (the mixin) the epochs' keys; writes join the thread's open
+    transaction, else run in their own. ``locked`` (the key lock) comes from the mixin."""
 
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
@@ -52,17 +52,6 @@ class PostgresCommitments:
         with nullcontext(joined) if isinstance(joined, PgWriteTx) else self._store.transaction() as tx:
             if owner_tag is not None:
                 tx.lock_keys(owner_tag)
-            yield tx
-
-    def locked(self) -> AbstractContextManager[object]:
-        """A write transaction holding the key lock until the block ends."""
-        return self._key_locked()
-
-    @contextmanager
-    def _key_locked(self) -> Iterator[PgWriteTx]:
-        with self._store.transaction() as tx:
-            tx._run(KEY_LOCK, (LOCK_CLASS, KEYS_LOCK))
-            tx._locked.add((LOCK_CLASS, KEYS_LOCK))
             yield tx
 
     def owner_commitments(self, owner_tag: bytes) -> dict[int, bytes]:

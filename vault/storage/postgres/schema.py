@@ -14,14 +14,16 @@ import psycopg
 
 from vault.errors import IntegrityError, StorageError
 
-SCHEMA_VERSION = 1  # of the PostgreSQL schema; independent of the SQLite file's
+# of the PostgreSQL schema; independent of the SQLite file's. 2: the keys of expiry epochs (epoch_keys,
+# epoch_reservations, epoch_tombstones; threat_model.md, "Expiry epochs"), added to a database of version 1
+SCHEMA_VERSION = 2
 LOCK_CLASS = 0x5356  # "SV": the first key of every advisory lock the store takes (the second says which)
 MIGRATE_LOCK = 1
 KEYS_LOCK = 2  # key creation and rotation (rare; a keyring write is made under it)
 META_LOCK = 3  # a new vault's id and index key
 OWNER_LOCK_CLASS = 0x5357  # per owner: (OWNER_LOCK_CLASS, first 4 bytes of the owner tag as int4)
 TABLES = ("scratchvault_schema", "meta", "rows", "summaries", "chunks", "owner_keys", "owners", "key_reservations",
-          "key_tombstones", "deletions")
+          "key_tombstones", "deletions", "epoch_keys", "epoch_reservations", "epoch_tombstones")
 DDL = """
 CREATE TABLE IF NOT EXISTS scratchvault_schema (version integer NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (name text PRIMARY KEY, value bytea NOT NULL);
@@ -53,6 +55,14 @@ CREATE TABLE IF NOT EXISTS key_tombstones (owner_tag bytea NOT NULL, version int
                                            PRIMARY KEY (owner_tag, version));
 CREATE TABLE IF NOT EXISTS deletions (owner_tag bytea PRIMARY KEY, counter bigint NOT NULL, body bytea NOT NULL,
                                       tag bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS epoch_keys (length bigint NOT NULL, epoch bigint NOT NULL, attempt bigint NOT NULL,
+                                       check_value bytea NOT NULL, PRIMARY KEY (length, epoch));
+CREATE TABLE IF NOT EXISTS epoch_reservations (length bigint NOT NULL, epoch bigint NOT NULL, attempt bigint NOT NULL,
+                                               reserved_at double precision NOT NULL,
+                                               PRIMARY KEY (length, epoch, attempt));
+CREATE TABLE IF NOT EXISTS epoch_tombstones (length bigint NOT NULL, epoch bigint NOT NULL, attempt bigint NOT NULL,
+                                             check_value bytea NOT NULL, swept boolean NOT NULL,
+                                             PRIMARY KEY (length, epoch, attempt));
 ALTER TABLE rows ALTER COLUMN id SET STORAGE EXTERNAL, ALTER COLUMN wrapped_key SET STORAGE EXTERNAL,
     ALTER COLUMN metadata SET STORAGE EXTERNAL;
 ALTER TABLE summaries ALTER COLUMN sealed SET STORAGE EXTERNAL;
@@ -77,6 +87,9 @@ UNION ALL SELECT CASE WHEN c.relkind <> 'r' THEN 'view or other relation in plac
 UNION ALL SELECT 'relation of the same name found first on the search path' FROM ours
     WHERE found IS DISTINCT FROM table_oid
 """
+# whether a table of the vault is missing (dropped behind its back; one no call uses yet would go unnoticed)
+MISSING = ("SELECT count(*) FROM unnest(%(tables)s::text[]) AS name "
+           "WHERE to_regclass(%(home)s || '.' || quote_ident(name)) IS NULL")
 OUR_TABLES = ("SELECT array_agg(to_regclass(name)::oid) FILTER (WHERE to_regclass(name) IS NOT NULL) "
               "FROM unnest(%s::text[]) AS name")
 
@@ -100,6 +113,9 @@ def migrate(connection: psycopg.Connection) -> str:
         connection.execute(DDL)
         connection.execute("DELETE FROM scratchvault_schema")
         connection.execute("INSERT INTO scratchvault_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+    if connection.execute(MISSING, {"home": home, "tables": list(TABLES)}).fetchone()[0]:
+        raise StorageError("a table of the vault is missing from the database (dropped?); restore it from "
+                           "backup") from None
     return home
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from keys import MAX_KEY_VERSION
 from vault.errors import IntegrityError, StorageError
+from vault.storage.sqlite.epochs import SqliteEpochRecords
 from vault.storage.sqlite.schema import blob
 
 if TYPE_CHECKING:
@@ -24,8 +25,9 @@ _LIVE = ("SELECT version, check_value FROM owner_keys WHERE owner_tag = ?1 "
          "AND version NOT IN (SELECT version FROM key_tombstones WHERE owner_tag = ?1)")
 
 
-class SqliteCommitments:
-    """Key commitments and the owner registry (keys.KeyCommitments); writes join the thread's open transaction."""
+class SqliteCommitments(SqliteEpochRecords):
+    """Key commitments, the owner registry (keys.KeyCommitments) and the epochs' keys (keys.commitments.EpochRecords,
+    the mixin); writes join the thread's open transaction."""
 
     def __init__(self, store: SqliteStore) -> None:
         self._store = store

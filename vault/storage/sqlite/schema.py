@@ -21,13 +21,16 @@ from vault.storage.base import StoredRow
 # versions (an older scratchvault would read and rewrite the one mutable keyset entry); an index on rows
 # (owner_tag, size_bytes) that counts an owner's rows and bytes for quotas; deletion ledgers (threat_model.md,
 # "Rollback": an older scratchvault would delete without recording it). An older scratchvault must refuse it.
-SCHEMA_VERSION = 4
+# 5: the keys of expiry epochs (threat_model.md, "Expiry epochs"): epoch_keys, epoch_reservations, epoch_tombstones.
+# Raised on open, so the previous release, which knows nothing of epoch keys, refuses the file from then on.
+SCHEMA_VERSION = 5
 CHUNK_SHIFT = 20
 MAX_CHUNKS = 1 << CHUNK_SHIFT  # chunks per row: the low 20 bits of a chunk's key
 MAX_SEQ = 1 << (63 - CHUNK_SHIFT)  # chunk keys must fit SQLite's signed 64-bit integers
 GC_BATCH = 2000
 KNOWN_TABLES = frozenset({"meta", "rows", "summaries", "chunks", "owner_keys", "owners", "key_reservations",
-                          "key_tombstones", "deletions", "sqlite_sequence", "sqlite_stat1", "sqlite_stat4"})
+                          "key_tombstones", "deletions", "epoch_keys", "epoch_reservations", "epoch_tombstones",
+                          "sqlite_sequence", "sqlite_stat1", "sqlite_stat4"})
 KNOWN_INDEXES = {"rows_owner_turn": ["owner_tag", "turn_tag"], "rows_expiry": ["expires_at"],  # on rows
                  "rows_owner_usage": ["owner_tag", "size_bytes"]}
 SCHEMA = """
@@ -73,6 +76,28 @@ CREATE TABLE IF NOT EXISTS deletions (
     counter INTEGER NOT NULL,
     body BLOB NOT NULL,
     tag BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS epoch_keys (
+    length INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    check_value BLOB NOT NULL,
+    PRIMARY KEY (length, epoch)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS epoch_reservations (
+    length INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    reserved_at REAL NOT NULL,
+    PRIMARY KEY (length, epoch, attempt)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS epoch_tombstones (
+    length INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    check_value BLOB NOT NULL,
+    swept INTEGER NOT NULL,
+    PRIMARY KEY (length, epoch, attempt)
 ) WITHOUT ROWID;
 """
 INSERT_ROW = (
