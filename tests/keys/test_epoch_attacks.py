@@ -1,0 +1,291 @@
+"""Attacks on the expiry epochs' key store as step 2 will rely on it (issue 16 step 1 review; threat_model.md,
+"Expiry epochs"): a writer of the database, a clock behind, a second process with a cache. Tests marked xfail
+(strict) show a flaw step 2 must close; the others show what holds."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import sqlite3
+
+import pytest
+
+from keys.epochs import EpochKey
+from keys.keyset import serialize_single_key
+from keys.testing import MemoryKeyring
+from tests.keys.test_epoch_keys import (
+    END,
+    EPOCH,
+    NUMBER,
+    SERVICE,
+    SKEW,
+    START,
+    E,
+    commitment,
+    epoch_entries,
+    epochs_of,
+    stores,  # noqa: F401  (the fixture)
+)
+from vault import InvalidArgument, KeyUnavailable, VaultError, storage
+
+
+def plant(db_path, *statements):
+    """The attacker: a writer of the SQLite file, with the vault's own connections open."""
+    connection = sqlite3.connect(db_path)
+    try:
+        with connection:
+            for statement in statements:
+                connection.execute(statement)
+    finally:
+        connection.close()
+
+
+@pytest.mark.sqlite_only("plants rows in the SQLite file")
+@pytest.mark.xfail(strict=True, reason="finding 1: record_epoch_commitment ignores a conflicting row silently and "
+                   "_write caches and returns the key anyway: a key the database never committed to, and a second "
+                   "process makes another one for the same epoch")
+def test_a_planted_dead_key_row_makes_the_vault_use_a_key_it_never_recorded(stores, db_path):  # noqa: F811
+    ring, store = MemoryKeyring(), stores()
+    store.commitments.live_epochs()  # the schema exists
+    plant(db_path, f"INSERT INTO epoch_keys VALUES ({E}, {NUMBER}, 7, x'00')",
+          f"INSERT INTO epoch_tombstones VALUES ({E}, {NUMBER}, 7, x'00', 1)")
+    first, second = epochs_of(store, ring), epochs_of(stores(), ring)
+    try:
+        used = first.get_or_create(EPOCH, START)
+    except VaultError:
+        return  # refusing is sound
+    recorded = store.commitments.epoch_commitment(*EPOCH)
+    assert recorded is not None and recorded[1] == commitment(used), "a key was handed out uncommitted"
+    assert commitment(second.get_or_create(EPOCH, START + 1)) == commitment(used), "two keys for one epoch"
+
+
+@pytest.mark.sqlite_only("plants rows in the SQLite file")
+@pytest.mark.xfail(strict=True, reason="finding 2: close_epochs inserts tombstones with INSERT OR IGNORE, so a "
+                   "tombstone planted as already swept keeps the entry in the keyring while destroy_ended reports "
+                   "the epoch destroyed and overdue() is empty")
+def test_a_tombstone_planted_as_swept_keeps_an_ended_epochs_key_alive(stores, db_path):  # noqa: F811
+    ring, store = MemoryKeyring(), stores()
+    epochs = epochs_of(store, ring)
+    epochs.get_or_create(EPOCH, START)
+    plant(db_path, f"INSERT INTO epoch_tombstones VALUES ({E}, {NUMBER}, 1, x'', 1)")  # after the epoch ended
+    assert epochs.destroy_ended(END + SKEW).destroyed == [EPOCH]
+    assert epochs.overdue(END + SKEW + 1) == []
+    assert epoch_entries(ring) == [], "the vault says destroyed; the keyring still holds the key"
+
+
+@pytest.mark.sqlite_only("deletes rows in the SQLite file")
+@pytest.mark.xfail(strict=True, reason="finding 3: destruction and overdue() learn epochs only from the database; "
+                   "a writer who deletes an epoch's key record leaves its entry in the keyring forever, unreported")
+def test_a_deleted_key_record_leaves_the_entry_unreported_forever(stores, db_path):  # noqa: F811
+    ring, store = MemoryKeyring(), stores()
+    epochs = epochs_of(store, ring)
+    epochs.get_or_create(EPOCH, START)
+    plant(db_path, "DELETE FROM epoch_keys", "DELETE FROM epoch_reservations")
+    epochs.destroy_ended(END + SKEW)
+    assert epoch_entries(ring) == [] or epochs.overdue(END + SKEW) == [EPOCH]
+
+
+@pytest.mark.sqlite_only("plants rows in the SQLite file")
+@pytest.mark.xfail(strict=True, reason="finding 4: one malformed epoch row (a negative epoch) makes every "
+                   "close_epochs raise IntegrityError after the fact, so no epoch's key is destroyed any more")
+def test_one_malformed_epoch_row_blocks_the_destruction_of_every_epoch(stores, db_path):  # noqa: F811
+    ring, store = MemoryKeyring(), stores()
+    epochs = epochs_of(store, ring)
+    epochs.get_or_create(EPOCH, START)
+    plant(db_path, f"INSERT INTO epoch_keys VALUES ({E}, -5, 1, x'00')")
+    with contextlib.suppress(VaultError):
+        epochs.destroy_ended(END + SKEW)
+    assert epoch_entries(ring) == [], "the genuine ended epoch's key survived"
+
+
+@pytest.mark.xfail(strict=True, reason="finding 5: get_or_create returns a cached key before checking that the "
+                   "epoch has ended, contrary to 'a put will never wrap under an epoch that has ended at its clock'")
+def test_a_cached_key_is_handed_out_for_an_epoch_that_has_ended(stores):  # noqa: F811
+    epochs = epochs_of(stores(), MemoryKeyring())
+    epochs.get_or_create(EPOCH, START)
+    with pytest.raises(InvalidArgument):
+        epochs.get_or_create(EPOCH, END + SKEW + 60)
+
+
+@pytest.mark.xfail(strict=True, reason="finding 6: a process whose cache holds an epoch key keeps handing it to "
+                   "get_or_create after another process destroyed it (threat_model.md says a host behind 'is "
+                   "refused'); with a clock behind by more than the allowance its puts wrap under a dead key")
+def test_a_host_behind_with_a_cached_key_is_handed_the_destroyed_key(stores):  # noqa: F811
+    ring = MemoryKeyring()
+    gc, behind = epochs_of(stores(), ring), epochs_of(stores(), ring)
+    behind.get_or_create(EPOCH, START)
+    assert gc.destroy_ended(END + SKEW).destroyed == [EPOCH] and epoch_entries(ring) == []
+    with pytest.raises(InvalidArgument):
+        behind.get_or_create(EPOCH, START + 1)  # its clock says the epoch has not ended
+
+
+# What holds -----------------------------------------------------------------------------------------------------
+
+def test_a_commitment_moved_to_another_epoch_is_key_unavailable(stores):  # noqa: F811
+    ring, store = MemoryKeyring(), stores()
+    made = epochs_of(store, ring).get_or_create(EPOCH, START)
+    other = (E, NUMBER + 1)
+    epochs_of(store, ring).get_or_create(other, START)
+    ring.secrets[(SERVICE, f"{E}.{NUMBER + 1}.1")] = made.entry().reveal()  # the keyring hands one key under both
+    with pytest.raises(KeyUnavailable, match="different key"):
+        epochs_of(stores(), ring).get(other)
+
+
+def test_a_closed_epoch_is_refused_to_a_host_behind_without_a_cache_and_after_the_keys_entry_came_back(stores):  # noqa: F811
+    ring = MemoryKeyring()
+    epochs = epochs_of(stores(), ring)
+    made = epochs.get_or_create(EPOCH, START)
+    epochs.destroy_ended(END + SKEW)
+    ring.secrets[(SERVICE, f"{E}.{NUMBER}.1")] = made.entry().reveal()  # a late write or keyring restore
+    fresh = epochs_of(stores(), ring)
+    assert fresh.get(EPOCH) is None
+    with pytest.raises(InvalidArgument, match="destroyed"):
+        fresh.get_or_create(EPOCH, START + 1)
+
+
+def test_a_rolled_back_database_does_not_bring_a_destroyed_key_back(stores, db_path, tmp_path):  # noqa: F811
+    if not str(db_path).endswith(".db") and "://" in str(db_path):
+        pytest.skip("copies the SQLite file")
+    ring, store = MemoryKeyring(), stores()
+    epochs = epochs_of(store, ring)
+    epochs.get_or_create(EPOCH, START)
+    backup = tmp_path / "backup.db"
+    with sqlite3.connect(db_path) as source, sqlite3.connect(backup) as copy:
+        source.backup(copy)
+    epochs.destroy_ended(END + SKEW)
+    restored = storage.open_store(backup)
+    try:
+        with pytest.raises(KeyUnavailable, match="missing"):  # step 2 must read this as NotFound for ended epochs
+            epochs_of(restored, ring).get_or_create(EPOCH, START + 1)
+        assert epoch_entries(ring) == []
+    finally:
+        restored.close()
+
+
+def test_no_key_bytes_in_reprs_errors_or_pickles(stores):  # noqa: F811
+    ring = MemoryKeyring()
+    epochs = epochs_of(stores(), ring)
+    key = epochs.get_or_create(EPOCH, START)
+    raw = ring.secrets[(SERVICE, f"{E}.{NUMBER}.1")]
+    for shown in (repr(key), repr(epochs), str(key.entry()), repr(key.entry())):
+        assert raw not in shown and "<" in shown
+    for thing in (key, epochs):
+        with pytest.raises(TypeError):
+            pickle.dumps(thing)
+    ring.secrets[(SERVICE, f"{E}.{NUMBER}.1")] = serialize_single_key(os.urandom(31)).reveal()  # garbage
+    with pytest.raises(VaultError) as caught:
+        epochs_of(stores(), ring).get(EPOCH)
+    assert raw not in str(caught.value) and caught.value.__cause__ is None
+    assert EpochKey  # imported for the type the reprs belong to
+
+
+# PostgreSQL: the same store contract, the attacker with the server's keys (pg_admin) ----------------------------
+
+@pytest.fixture
+def pg_epochs(pg_location):
+    opened = []
+
+    def open_epochs(ring):
+        opened.append(storage.open_store(pg_location))
+        return epochs_of(opened[-1], ring)
+
+    yield open_epochs
+    for store in opened:
+        store.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.xfail(strict=True, reason="finding 4 on PostgreSQL: one planted epoch row whose (epoch + 1) * length "
+                   "overflows bigint makes every close_epochs fail, so no epoch's key is destroyed any more")
+def test_pg_one_overflowing_epoch_row_blocks_the_destruction_of_every_epoch(pg_epochs, pg_admin):
+    ring = MemoryKeyring()
+    epochs = pg_epochs(ring)
+    epochs.get_or_create(EPOCH, START)
+    pg_admin.execute(f"INSERT INTO epoch_keys VALUES ({E}, {2**62}, 1, '\\x00'::bytea)")
+    with contextlib.suppress(VaultError):
+        epochs.destroy_ended(END + SKEW)
+    assert epoch_entries(ring) == [], "the genuine ended epoch's key survived"
+
+
+@pytest.mark.postgres
+def test_pg_an_overflowing_epoch_row_raises_only_a_vault_error(pg_epochs, pg_admin):
+    ring = MemoryKeyring()
+    epochs = pg_epochs(ring)
+    epochs.get_or_create(EPOCH, START)
+    pg_admin.execute(f"INSERT INTO epoch_keys VALUES ({E}, {2**62}, 1, '\\x00'::bytea)")
+    for call in (lambda: epochs.destroy_ended(END + SKEW), lambda: epochs.overdue(END + SKEW)):
+        with contextlib.suppress(VaultError):
+            call()
+
+
+@pytest.mark.postgres
+@pytest.mark.xfail(strict=True, reason="finding 1 on PostgreSQL: _RECORD's ON CONFLICT DO NOTHING drops the "
+                   "commitment silently and the key is used anyway")
+def test_pg_a_planted_dead_key_row_makes_the_vault_use_a_key_it_never_recorded(pg_epochs, pg_admin):
+    ring = MemoryKeyring()
+    first = pg_epochs(ring)
+    pg_admin.execute(f"INSERT INTO epoch_keys VALUES ({E}, {NUMBER}, 7, '\\x00'::bytea)")
+    pg_admin.execute(f"INSERT INTO epoch_tombstones VALUES ({E}, {NUMBER}, 7, '\\x00'::bytea, true)")
+    try:
+        used = first.get_or_create(EPOCH, START)
+    except VaultError:
+        return
+    assert commitment(pg_epochs(ring).get_or_create(EPOCH, START + 1)) == commitment(used), "two keys, one epoch"
+
+
+@pytest.mark.postgres
+@pytest.mark.xfail(strict=True, reason="finding 2 on PostgreSQL: close's ON CONFLICT DO NOTHING keeps a planted "
+                   "swept tombstone, so the entry outlives a destruction reported done")
+def test_pg_a_tombstone_planted_as_swept_keeps_an_ended_epochs_key_alive(pg_epochs, pg_admin):
+    ring = MemoryKeyring()
+    epochs = pg_epochs(ring)
+    epochs.get_or_create(EPOCH, START)
+    pg_admin.execute(f"INSERT INTO epoch_tombstones VALUES ({E}, {NUMBER}, 1, '\\x'::bytea, true)")
+    assert epochs.destroy_ended(END + SKEW).destroyed == [EPOCH] and epochs.overdue(END + SKEW + 1) == []
+    assert epoch_entries(ring) == [], "the vault says destroyed; the keyring still holds the key"
+
+
+@pytest.mark.postgres
+@pytest.mark.xfail(strict=True, reason="finding 7: _write caches the key before the locked() transaction commits; "
+                   "a COMMIT that fails (a server lost at that moment; here a deferred trigger) leaves the process "
+                   "using a key the database never recorded, and every other process makes another")
+def test_pg_a_commit_that_fails_after_the_write_leaves_an_unrecorded_key_cached(pg_epochs, pg_admin):
+    ring = MemoryKeyring()
+    first = pg_epochs(ring)
+    first.get((E, NUMBER + 5))  # the store is open and checked before the fault is planted
+    pg_admin.execute("CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+                     "$$BEGIN RAISE EXCEPTION 'server lost'; END$$")
+    pg_admin.execute("CREATE CONSTRAINT TRIGGER lost AFTER INSERT ON epoch_keys DEFERRABLE INITIALLY DEFERRED "
+                     "FOR EACH ROW EXECUTE FUNCTION refuse()")
+    with pytest.raises(VaultError):
+        first.get_or_create(EPOCH, START)
+    pg_admin.execute("DROP TRIGGER lost ON epoch_keys")
+    try:
+        used = first.get_or_create(EPOCH, START + 1)
+    except VaultError:
+        return
+    assert commitment(pg_epochs(ring).get_or_create(EPOCH, START + 2)) == commitment(used), "two keys, one epoch"
+
+
+@pytest.mark.sqlite_only("plants rows in the SQLite file")
+def test_an_attempt_number_at_the_top_of_the_range_raises_only_a_vault_error(stores, db_path):  # noqa: F811
+    ring, store = MemoryKeyring(), stores()
+    store.commitments.live_epochs()
+    plant(db_path, f"INSERT INTO epoch_reservations VALUES ({E}, {NUMBER}, {2**63 - 1}, 0)")
+    with pytest.raises(VaultError):
+        epochs_of(store, ring).get_or_create(EPOCH, START)
+    assert epoch_entries(ring) == []
+
+
+@pytest.mark.sqlite_only("plants rows in the SQLite file")
+@pytest.mark.xfail(strict=True, reason="finding 8: sweep deletes the entry of any unswept tombstone, even the "
+                   "recorded key of an epoch that has not ended: a writer of the file erases live rows and every "
+                   "backup of them at the next gc (and step 2 would report them NotFound, as expired)")
+def test_a_tombstone_planted_for_a_live_epoch_erases_its_key_at_the_next_gc(stores, db_path):  # noqa: F811
+    ring, store = MemoryKeyring(), stores()
+    epochs = epochs_of(store, ring)
+    epochs.get_or_create(EPOCH, START)
+    plant(db_path, f"INSERT INTO epoch_tombstones VALUES ({E}, {NUMBER}, 1, x'', 0)")
+    epochs.destroy_ended(START + 60)  # the epoch has 59 minutes to run
+    assert epoch_entries(ring) == [f"{E}.{NUMBER}.1"], "a live epoch's key was deleted from the keyring"
