@@ -25,7 +25,6 @@ from tests.keys.test_epoch_keys import (
     commitment,
     epoch_entries,
     epochs_of,
-    stores,  # noqa: F401  (the fixture)
 )
 from vault import InvalidArgument, KeyUnavailable, VaultError, storage
 
@@ -45,7 +44,7 @@ def plant(db_path, *statements):
 @pytest.mark.xfail(strict=True, reason="finding 1: record_epoch_commitment ignores a conflicting row silently and "
                    "_write caches and returns the key anyway: a key the database never committed to, and a second "
                    "process makes another one for the same epoch")
-def test_a_planted_dead_key_row_makes_the_vault_use_a_key_it_never_recorded(stores, db_path):  # noqa: F811
+def test_a_planted_dead_key_row_makes_the_vault_use_a_key_it_never_recorded(stores, db_path):
     ring, store = MemoryKeyring(), stores()
     store.commitments.live_epochs()  # the schema exists
     plant(db_path, f"INSERT INTO epoch_keys VALUES ({E}, {NUMBER}, 7, x'00')",
@@ -64,7 +63,7 @@ def test_a_planted_dead_key_row_makes_the_vault_use_a_key_it_never_recorded(stor
 @pytest.mark.xfail(strict=True, reason="finding 2: close_epochs inserts tombstones with INSERT OR IGNORE, so a "
                    "tombstone planted as already swept keeps the entry in the keyring while destroy_ended reports "
                    "the epoch destroyed and overdue() is empty")
-def test_a_tombstone_planted_as_swept_keeps_an_ended_epochs_key_alive(stores, db_path):  # noqa: F811
+def test_a_tombstone_planted_as_swept_keeps_an_ended_epochs_key_alive(stores, db_path):
     ring, store = MemoryKeyring(), stores()
     epochs = epochs_of(store, ring)
     epochs.get_or_create(EPOCH, START)
@@ -77,7 +76,7 @@ def test_a_tombstone_planted_as_swept_keeps_an_ended_epochs_key_alive(stores, db
 @pytest.mark.sqlite_only("deletes rows in the SQLite file")
 @pytest.mark.xfail(strict=True, reason="finding 3: destruction and overdue() learn epochs only from the database; "
                    "a writer who deletes an epoch's key record leaves its entry in the keyring forever, unreported")
-def test_a_deleted_key_record_leaves_the_entry_unreported_forever(stores, db_path):  # noqa: F811
+def test_a_deleted_key_record_leaves_the_entry_unreported_forever(stores, db_path):
     ring, store = MemoryKeyring(), stores()
     epochs = epochs_of(store, ring)
     epochs.get_or_create(EPOCH, START)
@@ -89,7 +88,7 @@ def test_a_deleted_key_record_leaves_the_entry_unreported_forever(stores, db_pat
 @pytest.mark.sqlite_only("plants rows in the SQLite file")
 @pytest.mark.xfail(strict=True, reason="finding 4: one malformed epoch row (a negative epoch) makes every "
                    "close_epochs raise IntegrityError after the fact, so no epoch's key is destroyed any more")
-def test_one_malformed_epoch_row_blocks_the_destruction_of_every_epoch(stores, db_path):  # noqa: F811
+def test_one_malformed_epoch_row_blocks_the_destruction_of_every_epoch(stores, db_path):
     ring, store = MemoryKeyring(), stores()
     epochs = epochs_of(store, ring)
     epochs.get_or_create(EPOCH, START)
@@ -101,7 +100,7 @@ def test_one_malformed_epoch_row_blocks_the_destruction_of_every_epoch(stores, d
 
 @pytest.mark.xfail(strict=True, reason="finding 5: get_or_create returns a cached key before checking that the "
                    "epoch has ended, contrary to 'a put will never wrap under an epoch that has ended at its clock'")
-def test_a_cached_key_is_handed_out_for_an_epoch_that_has_ended(stores):  # noqa: F811
+def test_a_cached_key_is_handed_out_for_an_epoch_that_has_ended(stores):
     epochs = epochs_of(stores(), MemoryKeyring())
     epochs.get_or_create(EPOCH, START)
     with pytest.raises(InvalidArgument):
@@ -111,7 +110,7 @@ def test_a_cached_key_is_handed_out_for_an_epoch_that_has_ended(stores):  # noqa
 @pytest.mark.xfail(strict=True, reason="finding 6: a process whose cache holds an epoch key keeps handing it to "
                    "get_or_create after another process destroyed it (threat_model.md says a host behind 'is "
                    "refused'); with a clock behind by more than the allowance its puts wrap under a dead key")
-def test_a_host_behind_with_a_cached_key_is_handed_the_destroyed_key(stores):  # noqa: F811
+def test_a_host_behind_with_a_cached_key_is_handed_the_destroyed_key(stores):
     ring = MemoryKeyring()
     gc, behind = epochs_of(stores(), ring), epochs_of(stores(), ring)
     behind.get_or_create(EPOCH, START)
@@ -122,7 +121,7 @@ def test_a_host_behind_with_a_cached_key_is_handed_the_destroyed_key(stores):  #
 
 # What holds -----------------------------------------------------------------------------------------------------
 
-def test_a_commitment_moved_to_another_epoch_is_key_unavailable(stores):  # noqa: F811
+def test_a_commitment_moved_to_another_epoch_is_key_unavailable(stores):
     ring, store = MemoryKeyring(), stores()
     made = epochs_of(store, ring).get_or_create(EPOCH, START)
     other = (E, NUMBER + 1)
@@ -132,7 +131,7 @@ def test_a_commitment_moved_to_another_epoch_is_key_unavailable(stores):  # noqa
         epochs_of(stores(), ring).get(other)
 
 
-def test_a_closed_epoch_is_refused_to_a_host_behind_without_a_cache_and_after_the_keys_entry_came_back(stores):  # noqa: F811
+def test_a_closed_epoch_is_refused_to_a_host_behind_without_a_cache_and_after_the_keys_entry_came_back(stores):
     ring = MemoryKeyring()
     epochs = epochs_of(stores(), ring)
     made = epochs.get_or_create(EPOCH, START)
@@ -144,7 +143,7 @@ def test_a_closed_epoch_is_refused_to_a_host_behind_without_a_cache_and_after_th
         fresh.get_or_create(EPOCH, START + 1)
 
 
-def test_a_rolled_back_database_does_not_bring_a_destroyed_key_back(stores, db_path, tmp_path):  # noqa: F811
+def test_a_rolled_back_database_does_not_bring_a_destroyed_key_back(stores, db_path, tmp_path):
     if not str(db_path).endswith(".db") and "://" in str(db_path):
         pytest.skip("copies the SQLite file")
     ring, store = MemoryKeyring(), stores()
@@ -163,7 +162,7 @@ def test_a_rolled_back_database_does_not_bring_a_destroyed_key_back(stores, db_p
         restored.close()
 
 
-def test_no_key_bytes_in_reprs_errors_or_pickles(stores):  # noqa: F811
+def test_no_key_bytes_in_reprs_errors_or_pickles(stores):
     ring = MemoryKeyring()
     epochs = epochs_of(stores(), ring)
     key = epochs.get_or_create(EPOCH, START)
@@ -269,7 +268,7 @@ def test_pg_a_commit_that_fails_after_the_write_leaves_an_unrecorded_key_cached(
 
 
 @pytest.mark.sqlite_only("plants rows in the SQLite file")
-def test_an_attempt_number_at_the_top_of_the_range_raises_only_a_vault_error(stores, db_path):  # noqa: F811
+def test_an_attempt_number_at_the_top_of_the_range_raises_only_a_vault_error(stores, db_path):
     ring, store = MemoryKeyring(), stores()
     store.commitments.live_epochs()
     plant(db_path, f"INSERT INTO epoch_reservations VALUES ({E}, {NUMBER}, {2**63 - 1}, 0)")
@@ -282,7 +281,7 @@ def test_an_attempt_number_at_the_top_of_the_range_raises_only_a_vault_error(sto
 @pytest.mark.xfail(strict=True, reason="finding 8: sweep deletes the entry of any unswept tombstone, even the "
                    "recorded key of an epoch that has not ended: a writer of the file erases live rows and every "
                    "backup of them at the next gc (and step 2 would report them NotFound, as expired)")
-def test_a_tombstone_planted_for_a_live_epoch_erases_its_key_at_the_next_gc(stores, db_path):  # noqa: F811
+def test_a_tombstone_planted_for_a_live_epoch_erases_its_key_at_the_next_gc(stores, db_path):
     ring, store = MemoryKeyring(), stores()
     epochs = epochs_of(store, ring)
     epochs.get_or_create(EPOCH, START)

@@ -54,19 +54,6 @@ class FaultyKeyring(MemoryKeyring):
 KeyringBackend._classes.discard(FaultyKeyring)
 
 
-@pytest.fixture
-def stores(db_path):
-    opened = []
-
-    def open_store():
-        opened.append(storage.open_store(db_path))
-        return opened[-1]
-
-    yield open_store
-    for store in opened:
-        store.close()
-
-
 def epochs_of(store, ring, **settings):
     """The epoch keys of one process: its own manager (and cache) over the shared database and keyring."""
     return KeyManager(KeyringEdge(ring, timeout=5), VAULT_ID, store.commitments, cache_ttl=60, cache_size=64,
