@@ -11,12 +11,11 @@ from __future__ import annotations
 import array
 import io
 import json
-import re
 
 import pytest
 
 from keys.testing import MemoryKeyring
-from tests.support.repository import ROOT
+from tests.support.readme import readme_block
 from vault import SCRATCHPAD_READ_TOOL, InvalidArgument, NotFound, Principal, Vault, tool_declaration
 from vault.engine import NOT_FOUND, OFFLOADED_KEYS, Scratchpad
 
@@ -232,12 +231,6 @@ def test_a_failing_metrics_hook_breaks_nothing(vault, alice):
     seen = pad.observe(alice, "t1", 1, "tool", "x" * T)
     assert pad.call_tool(alice, "t1", {"id": seen["id"], "n": 1})["content"] == "x"
     assert pad.call_tool(alice, "t1", {"id": "0" * 32}) == NOT_FOUND
-
-
-def readme_block(heading: str) -> str:
-    """The first Python block after ``heading`` in the README."""
-    text = (ROOT / "README.md").read_text()
-    return re.search(r"```python\n(.*?)```", text[text.index(heading):], re.S).group(1)
 
 
 # -- the README snippet --------------------------------------------------------------------------------
