@@ -8,12 +8,15 @@ bytes never leave this package.
 from keys.blind_index import IndexKey, tags_equal
 from keys.commitments import KeyCommitments
 from keys.envelope import CHUNK_BYTES
+from keys.epochrow import stored_epoch
+from keys.epochs import epoch_end
 from keys.keyring_edge import KeyringEdge, resolve_backend
 from keys.keyset import MAX_VERSION as MAX_KEY_VERSION
 from keys.keyset import OwnerKeyset
 from keys.ledger import DeletionLedgers, Ledger, SealedLedger
 from keys.manager import NO_OWNER_KEYS, KeyManager
-from keys.rowseal import OpenedRow, RowRecipe, RowWriter, SealedRow, TurnSummaries
+from keys.rowseal import OpenedRow, PutEpoch, RowRecipe, RowWriter, SealedRow
+from keys.turnsummaries import TurnSummaries
 
 __all__ = [
     "CHUNK_BYTES",
@@ -27,11 +30,14 @@ __all__ = [
     "Ledger",
     "OpenedRow",
     "OwnerKeyset",
+    "PutEpoch",
     "RowRecipe",
     "RowWriter",
     "SealedLedger",
     "SealedRow",
     "TurnSummaries",
+    "epoch_end",
     "resolve_backend",
+    "stored_epoch",
     "tags_equal",
 ]

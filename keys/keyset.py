@@ -12,6 +12,7 @@ import binascii
 import hashlib
 import hmac
 import json
+from typing import TYPE_CHECKING
 
 from keys.aead import KEY_SIZE, NONCE_SIZE, TAG_SIZE, Aead, random_bytes
 from keys.datakey import DataKey
@@ -19,6 +20,10 @@ from keys.envelope import encode_fields
 from keys.errors import IntegrityError, KeyUnavailable
 from keys.secret import Secret
 from keys.turnkey import TurnKey, derive
+
+if TYPE_CHECKING:  # keys/epochs.py imports this module
+    from keys.epochrow import EpochBound
+    from keys.epochs import EpochKey
 
 KEYSET_FORMAT = "scratchvault-keyset/1"
 WRAPPED_SIZE = NONCE_SIZE + KEY_SIZE + TAG_SIZE
@@ -34,7 +39,7 @@ MALFORMED = (
 class OwnerKeyset:
     """An owner's key versions and which one is primary; wraps new DEKs under the primary version."""
 
-    __slots__ = ("_ciphers", "_commitment_cache", "_keys", "_turn_keys", "primary")
+    __slots__ = ("_bound", "_ciphers", "_commitment_cache", "_keys", "_turn_keys", "primary")
 
     def __init__(self, primary: int, keys: dict[int, bytes]) -> None:
         self.primary = primary
@@ -42,6 +47,7 @@ class OwnerKeyset:
         self._ciphers = {version: Aead(raw) for version, raw in self._keys.items()}
         self._commitment_cache: dict[tuple[int, bytes], bytes] = {}  # every put compares one; computed once
         self._turn_keys: dict[tuple[int, bytes, bytes], TurnKey] = {}
+        self._bound: dict[tuple[int, bytes, bytes, int, int], EpochBound] = {}
 
     @classmethod
     def generate(cls, version: int = 1) -> OwnerKeyset:
@@ -109,6 +115,24 @@ class OwnerKeyset:
             if len(self._turn_keys) >= TURN_KEY_CACHE_SIZE:
                 self._turn_keys.clear()  # bounded; a derivation is one HMAC
             self._turn_keys[key] = found
+        return found
+
+    def epoch_bound(self, version: int, epoch_key: EpochKey, vault_id: bytes, owner_tag: bytes, length: int,
+                    epoch: int) -> EpochBound:
+        """The wrap and summary keys of ``version`` combined with an epoch's key (keys/epochrow.py), kept while the
+        same epoch key object is handed in (a put derives them once per epoch, not once per row)."""
+        slot = (version, vault_id, owner_tag, length, epoch)
+        found = self._bound.get(slot)
+        if found is None or found.epoch_key is not epoch_key:
+            from keys.epochrow import EpochBound  # here: keys/epochs.py imports this module
+
+            raw = self._keys.get(version)
+            if raw is None:
+                raise IntegrityError("row refers to a key version this owner's keyset does not hold")
+            found = EpochBound(epoch_key.combined_with(raw), epoch_key, vault_id, owner_tag, version, length, epoch)
+            if len(self._bound) >= TURN_KEY_CACHE_SIZE:
+                self._bound.clear()
+            self._bound[slot] = found
         return found
 
     def commitment(self, version: int, vault_id: bytes) -> bytes:

@@ -48,7 +48,7 @@ class KeyManager:
         self._abandon_after = 2 * keyring.timeout + 60.0
         records: EpochRecords = commitments  # type: ignore[assignment]  # a store's commitments keep both
         self.epochs = EpochKeys(keyring, vault_id, records, cache_ttl=cache_ttl, cache_size=cache_size,
-                                length=epoch_seconds, skew=epoch_skew_seconds)  # issue 16: not used by rows yet
+                                length=epoch_seconds, skew=epoch_skew_seconds)
 
     @property
     def backend_name(self) -> str:
@@ -160,6 +160,12 @@ class KeyManager:
     def sweep_unlisted(self, owner_tag: bytes) -> int:
         """After a shred, the owner's entries the database does not list (OwnerEntries.destroy_unlisted)."""
         return self._entries.destroy_unlisted(owner_tag)
+
+    def epoch_commitment(self, epoch: tuple[int, int]) -> bytes | None:
+        """The commitment the database records for an epoch's live key (inside the caller's write transaction on
+        SQLite), or None once it is closed: read uncached, so a key another process destroyed is seen."""
+        found = self._commitments.epoch_commitment(*epoch)  # type: ignore[attr-defined]  # a store keeps both
+        return None if found is None else found[1]
 
     def stats(self) -> dict[str, object]:
         """The backend in use and how many entries of destroyed key versions were found again and deleted."""

@@ -1,18 +1,22 @@
 """The row recipe: every sealed part of a row is sealed and opened here, and nowhere else.
 
-A row is a random data key (DEK) wrapped under the owner's primary key version; its content as STREAM chunks
-under the DEK; its metadata record under the DEK; its summary record under the turn summary key of the owner's
-key version (format 2; a format 1 summary, under the DEK, is still opened). ``vault/`` hands in records as bytes
-and the clear columns it stores, and gets records back as bytes: it never builds a nonce or an AAD, and never
-holds key bytes. Layout and reasons: ``keys/envelope.py`` and threat_model.md, "Cryptography".
+A row is a random data key (DEK) wrapped under a key derived from the owner's primary key version and the key of
+the expiry epoch its expiry falls in (format 3, keys/epochrow.py); its content as STREAM chunks under the DEK; its
+metadata record under the DEK; its summary record under the summary key of its owner key version, turn and epoch.
+Rows of formats 1 and 2 (wrapped under the owner key alone; summary under the DEK or the turn key) are still
+opened; rewrap and extension move them into an epoch. ``vault/`` hands in records as bytes and the clear columns
+it stores, and gets records back as bytes: it never builds a nonce or an AAD, and never holds key bytes. Layout
+and reasons: ``keys/envelope.py``, ``keys/epochrow.py`` and threat_model.md, "Cryptography" and "Expiry epochs".
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 from keys.aead import TAG_SIZE
+from keys.blind_index import tags_equal
 from keys.datakey import DataKey
 from keys.envelope import (
     CHUNK_BYTES,
@@ -22,14 +26,24 @@ from keys.envelope import (
     context_digest,
     meta_aad,
     summary_aad,
-    summary_aad_v2,
-    summary_aads_v2,
     wrap_aad,
 )
-from keys.errors import IntegrityError
+from keys.epochrow import (
+    SUMMARY_V3,
+    WRAP_V3,
+    Columns,
+    EpochBound,
+    is_epoch_wrapped,
+    row_epoch,
+    seal_for_epoch,
+    summary_aad_v3,
+    wrap_aad_v3,
+)
+from keys.epochs import EpochKey, epoch_end
+from keys.errors import IntegrityError, NotFound
 from keys.keyset import OwnerKeyset
 from keys.manager import KeyManager
-from keys.turnkey import TurnKey
+from keys.turnsummaries import TurnSummaries, open_summary_v2, open_summary_v3
 
 T = TypeVar("T")
 
@@ -58,55 +72,94 @@ class RowMetadata(Protocol):
     chunk_units: tuple[int, ...]
 
 
+class PutEpoch(NamedTuple):
+    """The epoch a new or moved row is sealed under, with its key (fetched or made outside any write transaction)."""
+
+    epoch: tuple[int, int]
+    key: EpochKey
+
+
 class RowRecipe:
     """Seals new rows and opens stored ones for one vault; the one place a stale cached keyset is retried."""
 
-    __slots__ = ("_keys", "vault_id")
+    __slots__ = ("_keys", "_now", "vault_id")
 
-    def __init__(self, keys: KeyManager) -> None:
-        self._keys = keys
+    def __init__(self, keys: KeyManager, now: Callable[[], float] = time.time) -> None:
+        self._keys, self._now = keys, now
         self.vault_id = keys.vault_id
 
+    def epoch_for(self, expires_at: float, now: float) -> PutEpoch:
+        """The key of the epoch ``expires_at`` falls in, made if it has none (never for an epoch ended at ``now``).
+        Called outside any write transaction: a new epoch key is reserved in one of its own first."""
+        epoch = self._keys.epochs.epoch_of_expiry(expires_at)
+        return PutEpoch(epoch, self._keys.epochs.get_or_create(epoch, now))
+
+    def epoch_recorded(self, put: PutEpoch, recorded: bytes | None) -> bool:
+        """Whether ``recorded``, the epoch's key commitment as the writing transaction reads it, is still this key's
+        (false once the epoch was closed by any process: a put never wraps under a destroyed key)."""
+        return recorded is not None and tags_equal(recorded, put.key.commitment(self.vault_id, *put.epoch))
+
     def writer(self, keyset: OwnerKeyset, user_id: str, row_id: bytes, turn_id: str, step_num: int,
-               executor_name: str, content_kind: str) -> RowWriter:
+               executor_name: str, content_kind: str, owner_tag: bytes, put: PutEpoch) -> RowWriter:
         """A writer for a new row under a fresh data key, its chunks bound to the row's immutable context."""
-        return RowWriter(keyset, user_id, RowContext(self.vault_id, row_id),
+        bound = keyset.epoch_bound(keyset.primary, put.key, self.vault_id, owner_tag, *put.epoch)
+        return RowWriter(bound, user_id, RowContext(self.vault_id, row_id),
                          context_digest(user_id, turn_id, step_num, executor_name, content_kind))
 
     def open(self, user_id: str, row: SealedRow) -> OpenedRow:
-        """Unwrap the data key and open the metadata record of a row whose owner was already checked."""
+        """Unwrap the data key and open the metadata record of a row whose owner was already checked. A row whose
+        epoch key was destroyed is NotFound, as an expired row is."""
         context = RowContext(self.vault_id, row.row_id)
-        aad = wrap_aad(context, user_id, row.key_version)
-        data_key = self.retrying(user_id, row.key_version, OwnerKeyset.unwrap, row.wrapped_key, aad)
+        data_key = self.data_key(user_id, row.row_id, row.owner_tag, row.key_version, row.expires_at, row.wrapped_key)
         metadata = data_key.open_metadata(row.metadata, meta_aad(
             context, row.owner_tag, row.turn_tag, row.expires_at, row.size_bytes))
         return OpenedRow(self, user_id, row, data_key, context, metadata)
 
+    def data_key(self, user_id: str, row_id: bytes, owner_tag: bytes, version: int, expires_at: float,
+                 wrapped: bytes) -> DataKey:
+        """A row's data key, from a wrapped key of format 3 (under its epoch) or format 1 (the owner key alone)."""
+        context = RowContext(self.vault_id, row_id)
+        if not is_epoch_wrapped(wrapped):
+            return self.retrying(user_id, version, OwnerKeyset.unwrap, wrapped, wrap_aad(context, user_id, version))
+        epoch = row_epoch(wrapped, WRAP_V3, expires_at)
+        aad = wrap_aad_v3(context, user_id, version, *epoch)
+        return self.retrying(user_id, version, _unwrap_v3, self.vault_id, self.epoch_key(epoch), owner_tag, epoch,
+                             wrapped, aad)
+
+    def epoch_key(self, epoch: tuple[int, int]) -> EpochKey:
+        """The key of an epoch some stored row names; NotFound once it was destroyed (the row's time is over, and
+        this is a copy: a restored backup, or a row written back). An epoch that has not ended and has no key
+        never held a row: the row's expiry was altered."""
+        found = self._keys.epochs.get(epoch)
+        if found is not None:
+            return found
+        if epoch_end(epoch[1], epoch[0]) > self._now():
+            raise IntegrityError("a row names an expiry epoch that has no key before its end (its expiry was altered)")
+        raise NotFound()
+
     def turn_summaries(self, user_id: str, owner_tag: bytes, turn_tag: bytes) -> TurnSummaries:
-        """Opens the summaries of one owner's turn (a listing), each turn key derived once per version."""
+        """Opens the summaries of one owner's turn (a listing), each key derived once per version and epoch."""
         return TurnSummaries(self, user_id, owner_tag, turn_tag)
 
-    def rewrap(self, keyset: OwnerKeyset, user_id: str, row: SealedRow,
-               sealed_summary: bytes | None) -> tuple[bytes, bytes | None]:
-        """The row's data key wrapped under the keyset's primary version instead of the row's, and its format 2
-        summary sealed again under that version's turn key (None: a format 1 summary, which the DEK seals, stays)."""
-        context = RowContext(self.vault_id, row.row_id)
-        data_key = keyset.unwrap(row.key_version, row.wrapped_key, wrap_aad(context, user_id, row.key_version))
-        wrapped = keyset.wrap(data_key, wrap_aad(context, user_id, keyset.primary))
+    def rewrap(self, keyset: OwnerKeyset, user_id: str, row: SealedRow, sealed_summary: bytes | None,
+               put: PutEpoch) -> tuple[bytes, bytes | None]:
+        """The row's data key wrapped under the keyset's primary version and ``put``'s epoch (the row's own, if it
+        has one: rewrap keeps a row's epoch), and its summary sealed again for both (None: a format 1 summary,
+        which the DEK seals, stays). A row whose epoch key is gone is NotFound."""
         if not sealed_summary:
             raise IntegrityError("a row's summary is missing")
-        if sealed_summary[0] != SUMMARY_V2:
-            return wrapped, None
-        old = summary_aad_v2(context, row.owner_tag, row.turn_tag, row.expires_at, row.size_bytes, row.key_version)
-        plain = keyset.turn_key(row.key_version, self.vault_id, row.turn_tag).open_summary(sealed_summary, old)
-        new = summary_aad_v2(context, row.owner_tag, row.turn_tag, row.expires_at, row.size_bytes, keyset.primary)
-        return wrapped, keyset.turn_key(keyset.primary, self.vault_id, row.turn_tag).seal_summary(plain, new)
+        data_key = self.data_key(user_id, row.row_id, row.owner_tag, row.key_version, row.expires_at,
+                                 row.wrapped_key)
+        plain, legacy = OpenedRow(self, user_id, row, data_key, RowContext(self.vault_id, row.row_id),
+                                  b"").summary(sealed_summary)
+        bound = keyset.epoch_bound(keyset.primary, put.key, self.vault_id, row.owner_tag, *put.epoch)
+        return seal_for_epoch(bound, user_id, row, row.expires_at, data_key, None if legacy else plain)
 
-    def turn_key(self, user_id: str, version: int, turn_tag: bytes) -> TurnKey:
-        """The summary key of one of the owner's turns under ``version`` (ownership already checked)."""
-        return self._keys.keyset_for_read(user_id, version).turn_key(version, self.vault_id, turn_tag)
+    def keyset_for_read(self, user_id: str, version: int) -> OwnerKeyset:
+        """The owner's keyset holding ``version`` (ownership already checked)."""
+        return self._keys.keyset_for_read(user_id, version)
 
-    def retrying(self, user_id: str, version: int, attempt: Callable[..., T], *args: bytes) -> T:
+    def retrying(self, user_id: str, version: int, attempt: Callable[..., T], *args: object) -> T:
         """``attempt(keyset, version, *args)`` (an open) with the owner's cached keyset, and once more with a fresh
         one if it fails: a cached keyset may be stale (shredded and re-created in another process, so versions
         restarted). Only a part that still fails is reported as tampering; a version the keyset lacks even after
@@ -123,13 +176,19 @@ class RowRecipe:
             return attempt(fresh, version, *args)
 
 
+def _unwrap_v3(keyset: OwnerKeyset, version: int, vault_id: bytes, epoch_key: EpochKey, owner_tag: bytes,
+               epoch: tuple[int, int], wrapped: bytes, aad: bytes) -> DataKey:
+    """A format 3 data key, under the keys of ``version`` and the epoch (a retrying attempt)."""
+    return keyset.epoch_bound(version, epoch_key, vault_id, owner_tag, *epoch).unwrap(wrapped, aad)
+
+
 class RowWriter:
     """Seals one new row: its chunks in order (each exactly once, the last one marked), then its envelope."""
 
-    __slots__ = ("_aad", "_context", "_data_key", "_ended", "_keyset", "_next", "_user_id")
+    __slots__ = ("_aad", "_bound", "_context", "_data_key", "_ended", "_next", "_user_id")
 
-    def __init__(self, keyset: OwnerKeyset, user_id: str, context: RowContext, digest: bytes) -> None:
-        self._keyset, self._user_id, self._context = keyset, user_id, context
+    def __init__(self, bound: EpochBound, user_id: str, context: RowContext, digest: bytes) -> None:
+        self._bound, self._user_id, self._context = bound, user_id, context
         self._data_key = DataKey.generate()
         self._aad = chunk_aad(context, digest)
         self._next, self._ended = 0, False
@@ -137,7 +196,7 @@ class RowWriter:
     @property
     def key_version(self) -> int:
         """The owner key version the row's data key is wrapped under."""
-        return self._keyset.primary
+        return self._bound.version
 
     def seal_chunk(self, data: bytes | memoryview, last: bool) -> bytes:
         """Seal the next chunk; its position and whether it is the last are in its nonce."""
@@ -153,14 +212,11 @@ class RowWriter:
         """(wrapped data key, sealed metadata, sealed summary), each bound to the row's clear columns."""
         if not self._ended:
             raise IntegrityError("a row can't end without a marked last chunk")
-        context, primary = self._context, self._keyset.primary
-        wrapped = self._keyset.wrap(self._data_key, wrap_aad(context, self._user_id, primary))
+        row = Columns(self._context.row_id, owner_tag, turn_tag, size_bytes)
+        wrapped, sealed_summary = seal_for_epoch(self._bound, self._user_id, row, expires_at, self._data_key, summary)
         sealed_metadata = self._data_key.seal_metadata(
-            metadata, meta_aad(context, owner_tag, turn_tag, expires_at, size_bytes))
-        turn_key = self._keyset.turn_key(primary, context.vault_id, turn_tag)
-        sealed_summary = turn_key.seal_summary(
-            summary, summary_aad_v2(context, owner_tag, turn_tag, expires_at, size_bytes, primary))
-        return wrapped, sealed_metadata, sealed_summary
+            metadata, meta_aad(self._context, owner_tag, turn_tag, expires_at, size_bytes))
+        return wrapped, sealed_metadata, sealed_summary  # type: ignore[return-value]  # a summary was given
 
 
 class OpenedRow:
@@ -202,73 +258,30 @@ class OpenedRow:
             raise IntegrityError("a content chunk is missing")
 
     def summary(self, sealed: bytes | None) -> tuple[bytes, bool]:
-        """The summary record and whether it is of format 1 (JSON, under the DEK; format 2: under the turn key)."""
-        row = self._row
+        """The summary record and whether it is of format 1 (JSON, under the DEK; format 2: under the turn key;
+        format 3: under the turn and epoch key)."""
+        row, recipe = self._row, self._recipe
         if not sealed:
             raise IntegrityError("a row's summary is missing")
-        if sealed[0] != SUMMARY_V2:
-            return self._data_key.open_summary(sealed, summary_aad(
-                self._context, row.owner_tag, row.turn_tag, row.expires_at, row.size_bytes)), True
-        aad = summary_aad_v2(self._context, row.owner_tag, row.turn_tag, row.expires_at, row.size_bytes,
-                             row.key_version)
-        return self._recipe.retrying(self._user_id, row.key_version, _open_summary, self._context.vault_id,
-                                     row.turn_tag, sealed, aad)[0], False
+        if sealed[0] == SUMMARY_V3:
+            epoch = row_epoch(sealed, SUMMARY_V3, row.expires_at)
+            aad = summary_aad_v3(self._context, row.owner_tag, row.turn_tag, row.expires_at, row.size_bytes,
+                                 row.key_version, *epoch)
+            return recipe.retrying(self._user_id, row.key_version, open_summary_v3, recipe.vault_id,
+                                   recipe.epoch_key(epoch), row.owner_tag, row.turn_tag, epoch, sealed, aad)[0], False
+        if sealed[0] == SUMMARY_V2:
+            return open_summary_v2(recipe, self._user_id, self._context, row, sealed), False
+        return self._data_key.open_summary(sealed, summary_aad(
+            self._context, row.owner_tag, row.turn_tag, row.expires_at, row.size_bytes)), True
 
-    def reseal(self, expires_at: float, metadata: bytes, summary: bytes) -> tuple[bytes, bytes]:
-        """The metadata and summary records sealed again for a new expiry (it is in both AADs), each under a fresh
-        random nonce; the summary in format 2 whatever it was, under the turn key of the row's key version."""
-        row, context = self._row, self._context
+    def reseal(self, expires_at: float, metadata: bytes, summary: bytes, put: PutEpoch) -> tuple[bytes, bytes, bytes]:
+        """(wrapped key, metadata, summary) sealed again for a new expiry, which is in every aad: the data key
+        wrapped under the row's key version and the new expiry's epoch, the summary in format 3 whatever it was."""
+        row = self._row
+        keyset = self._recipe.keyset_for_read(self._user_id, row.key_version)
+        bound = keyset.epoch_bound(row.key_version, put.key, self._context.vault_id, row.owner_tag, *put.epoch)
+        wrapped, sealed_summary = seal_for_epoch(bound, self._user_id, row, expires_at, self._data_key, summary)
         sealed_metadata = self._data_key.seal_metadata(
-            metadata, meta_aad(context, row.owner_tag, row.turn_tag, expires_at, row.size_bytes))
-        turn_key = self._recipe.turn_key(self._user_id, row.key_version, row.turn_tag)
-        sealed_summary = turn_key.seal_summary(summary, summary_aad_v2(
-            context, row.owner_tag, row.turn_tag, expires_at, row.size_bytes, row.key_version))
-        return sealed_metadata, sealed_summary
+            metadata, meta_aad(self._context, row.owner_tag, row.turn_tag, expires_at, row.size_bytes))
+        return wrapped, sealed_metadata, sealed_summary  # type: ignore[return-value]  # a summary was given
 
-
-class TurnSummaries:
-    """Opens the summaries of one owner's turn: format 2 under the turn key (no unwrap), format 1 under the DEK."""
-
-    __slots__ = ("_aad_of", "_owner_tag", "_recipe", "_turn_keys", "_turn_tag", "_user_id")
-
-    def __init__(self, recipe: RowRecipe, user_id: str, owner_tag: bytes, turn_tag: bytes) -> None:
-        self._recipe, self._user_id, self._owner_tag, self._turn_tag = recipe, user_id, owner_tag, turn_tag
-        self._aad_of = summary_aads_v2(recipe.vault_id, owner_tag, turn_tag)
-        self._turn_keys: dict[int, TurnKey] = {}
-
-    def open(self, row_id: bytes, version: int, expires_at: float, size_bytes: int, sealed: bytes,
-             wrapped_key: Callable[[int], bytes], seq: int) -> tuple[bytes, bool]:
-        """A listed row's summary record and whether it is of format 1; ``wrapped_key(seq)`` fetches the row's
-        wrapped data key, needed only for format 1. (No closure in here: a listing calls it once per row.)"""
-        if sealed[0] != SUMMARY_V2:
-            return self._open_v1(row_id, version, expires_at, size_bytes, sealed, wrapped_key(seq)), True
-        aad = self._aad_of(row_id, expires_at, size_bytes, version)
-        cached = self._turn_keys.get(version)
-        if cached is not None:
-            try:
-                return cached.open_summary(sealed, aad), False
-            except IntegrityError:
-                pass  # opened again below, with a reloaded keyset if this one was stale
-        return self._open_v2(version, sealed, aad), False
-
-    def _open_v2(self, version: int, sealed: bytes, aad: bytes) -> bytes:
-        """Open under the turn key of a keyset fetched (or reloaded) now, and keep that key for the turn."""
-        plain, self._turn_keys[version] = self._recipe.retrying(self._user_id, version, _open_summary,
-                                                                self._recipe.vault_id, self._turn_tag, sealed, aad)
-        return plain
-
-    def _open_v1(self, row_id: bytes, version: int, expires_at: float, size_bytes: int, sealed: bytes,
-                 wrapped: bytes) -> bytes:
-        """Open a format 1 summary under the row's DEK (unwrapped with the one retry)."""
-        context = RowContext(self._recipe.vault_id, row_id)
-        aad = wrap_aad(context, self._user_id, version)
-        data_key = self._recipe.retrying(self._user_id, version, OwnerKeyset.unwrap, wrapped, aad)
-        return data_key.open_summary(sealed, summary_aad(
-            context, self._owner_tag, self._turn_tag, expires_at, size_bytes))
-
-
-def _open_summary(keyset: OwnerKeyset, version: int, vault_id: bytes, turn_tag: bytes, sealed: bytes,
-                  aad: bytes) -> tuple[bytes, TurnKey]:
-    """A format 2 summary opened under the turn key ``keyset`` derives, and that key."""
-    turn_key = keyset.turn_key(version, vault_id, turn_tag)
-    return turn_key.open_summary(sealed, aad), turn_key

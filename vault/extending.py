@@ -1,28 +1,48 @@
 """extend_turn's work (a resumed dialog, ``Scratchpad.resume``): under the write lock, the owner's ledger of deleted
 rows is checked against the keyring's count (vault/deletions.py), rows it names are removed again (their owner had
 deleted them; a writer of the file put them back), and every other live row of the turn that would expire before
-the new expiry is re-sealed with it (threat_model.md, "Rollback")."""
+the new expiry is re-sealed with it, its data key wrapped again under the epoch of its new expiry (threat_model.md,
+"Rollback" and "Expiry epochs")."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
 
-from keys import KeyManager, OpenedRow
+from keys import KeyManager, OpenedRow, PutEpoch, RowRecipe
 from vault.deletions import Deletions
-from vault.errors import IntegrityError
+from vault.errors import IntegrityError, KeyUnavailable
 from vault.inputs import expiry
 from vault.row.format import Metadata, SummaryRecord
 from vault.storage import Store, StoredRow
+from vault.writing import EPOCH_CLOSED
 
 Unseal = Callable[[str, StoredRow], tuple[OpenedRow, Metadata]]
+EPOCH_ATTEMPTS = 3  # the new expiry's epoch is fetched before the write lock; it moves only if the wait crossed one
 
 
-def extend_turn(store: Store, keys: KeyManager, deletions: Deletions, unseal: Unseal, now: Callable[[], float],
-                user_id: str, turn_id: str, ttl: float) -> int:
+class _EpochMoved(Exception):
+    """The new expiry fell in another epoch than the key fetched before the write lock: fetch again."""
+
+
+def extend_turn(store: Store, keys: KeyManager, rows: RowRecipe, deletions: Deletions, unseal: Unseal,
+                now: Callable[[], float], user_id: str, turn_id: str, ttl: float) -> int:
     """Make the owner's live rows of a turn live at least ``ttl`` more; returns how many were extended. Rows the
     owner's ledger names are removed and never extended; if there were any, the rest is extended and committed,
     then IntegrityError says so. A ledger altered or older than the keyring's count extends nothing."""
+    for _ in range(EPOCH_ATTEMPTS):
+        moment = now()
+        try:  # the epoch key is made, if new, outside any write transaction (keys/epoch_entries.py)
+            return _extend(store, keys, rows, deletions, unseal, now, user_id, turn_id, ttl,
+                           rows.epoch_for(expiry(moment, ttl), moment))
+        except _EpochMoved:
+            continue
+    raise KeyUnavailable("the new expiry moved to another expiry epoch on every attempt; nothing was extended, retry")
+
+
+def _extend(store: Store, keys: KeyManager, rows: RowRecipe, deletions: Deletions, unseal: Unseal,
+            now: Callable[[], float], user_id: str, turn_id: str, ttl: float, put: PutEpoch) -> int:
+    """extend_turn's one write transaction, the rows moved into ``put``'s epoch."""
     index = keys.index_key()
     owner_tag = index.owner_tag(user_id)
     floor = deletions.floor(owner_tag)
@@ -31,6 +51,10 @@ def extend_turn(store: Store, keys: KeyManager, deletions: Deletions, unseal: Un
         ledger = deletions.checked(tx, index, owner_tag, floor)
         moment = now()  # after the write lock: a row that expired while we waited stays expired
         expires_at = expiry(moment, ttl)
+        if keys.epochs.epoch_of_expiry(expires_at) != put.epoch:
+            raise _EpochMoved
+        if not rows.epoch_recorded(put, keys.epoch_commitment(put.epoch)):
+            raise KeyUnavailable(EPOCH_CLOSED)
         for row, sealed_summary in tx.list_turn(owner_tag, index.turn_tag(owner_tag, turn_id), moment):
             if ledger.names(row.row_id):
                 written_back += tx.delete_row(row.seq, row.row_id) is not None
@@ -41,7 +65,7 @@ def extend_turn(store: Store, keys: KeyManager, deletions: Deletions, unseal: Un
             plain, legacy = opened.summary(sealed_summary)
             longer = dataclasses.replace(metadata, expires_at=expires_at)
             tx.update_expiry(row.seq, expires_at, *opened.reseal(
-                expires_at, longer.encode(), SummaryRecord.decode(plain, legacy).encode()))
+                expires_at, longer.encode(), SummaryRecord.decode(plain, legacy).encode(), put))
             extended += 1
     if written_back:
         store.scrub()

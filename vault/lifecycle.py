@@ -11,14 +11,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from keys import NO_OWNER_KEYS, KeyManager, OwnerKeyset, RowRecipe
+from keys import NO_OWNER_KEYS, KeyManager, OwnerKeyset, PutEpoch, RowRecipe, epoch_end, stored_epoch
 from vault.counters import Counters
-from vault.errors import IntegrityError, InvalidArgument, KeyUnavailable, StorageError, VaultError
+from vault.errors import IntegrityError, InvalidArgument, KeyUnavailable, NotFound, StorageError, VaultError
 from vault.inputs import check_identifier, check_int, check_progress
 from vault.storage import Store, StoredRow, WriteTx
 
 if TYPE_CHECKING:
     from vault.vault import Vault
+
+class _NeedEpoch(Exception):
+    """A row moving into an epoch whose key is not made yet (made outside the batch's transaction)."""
+
+    def __init__(self, expires_at: float) -> None:
+        super().__init__("an expiry epoch key is needed")
+        self.expires_at = expires_at
+
 
 REWRAP_BATCH = 500  # rows per transaction: a killed rewrap loses at most one batch of work, never data
 
@@ -26,8 +34,9 @@ REWRAP_BATCH = 500  # rows per transaction: a killed rewrap loses at most one ba
 class KeyLifecycle:
     """The key management an operator runs (README, "Key management"); the Vault audits each call."""
 
-    def __init__(self, store: Store, keys: KeyManager, rows: RowRecipe, counters: Counters) -> None:
-        self._store, self._keys, self._rows, self._counters = store, keys, rows, counters
+    def __init__(self, store: Store, keys: KeyManager, rows: RowRecipe, counters: Counters,
+                 now: Callable[[], float]) -> None:
+        self._store, self._keys, self._rows, self._counters, self._now = store, keys, rows, counters, now
 
     def rotate(self, user_id: str) -> int:
         """Add a new key version for an owner and make it primary; returns it."""
@@ -35,7 +44,8 @@ class KeyLifecycle:
         return self._keys.rotate_owner_keyset(user_id).primary  # reserves, then writes under the write lock
 
     def rewrap(self, user_id: str | None, batch: int, progress: Callable[[int], None] | None) -> int:
-        """Re-wrap rows under older versions with the primary one, in committed batches; returns how many."""
+        """Re-wrap rows under older versions with the primary one, and rows under no expiry epoch into the epoch of
+        their expiry, in committed batches; returns how many."""
         check_int(batch, "batch", 1, 100_000)
         check_progress(progress)
         owners = self._keys.registered_owner_names() if user_id is None else [check_identifier(user_id, "user_id")]
@@ -49,29 +59,59 @@ class KeyLifecycle:
         """Rewrap one owner's rows; returns ``done`` plus how many."""
         owner_tag = self._keys.index_key().owner_tag(user_id)
         while True:
-            with self._store.transaction() as tx:
-                keyset = self._keys.owner_keyset(user_id, refresh=True)
-                if keyset is None and not tx.owner_has_rows(owner_tag):
-                    return done  # an owner without keys and without rows has nothing to re-wrap
-                if keyset is None:
-                    raise KeyUnavailable(f"{NO_OWNER_KEYS} although the vault holds rows for them; restore the "
-                                         "keyring from backup")
-                rows = tx.rows_to_rewrap(owner_tag, keyset.primary, batch)
-                for row, sealed_summary in rows:
-                    self._rewrap_row(tx, keyset, user_id, row, sealed_summary)
+            try:
+                rows = self._rewrap_batch(user_id, owner_tag, batch)
+            except _NeedEpoch as need:  # a row of format 1 moves into an epoch that has no key yet: made outside
+                self._rows.epoch_for(need.expires_at, self._now())  # any transaction, then the batch runs again
+                continue
+            if rows is None:
+                return done  # an owner without keys and without rows has nothing to re-wrap
             done += len(rows)
             if progress is not None:
                 progress(done)
             if len(rows) < batch:
                 return done
 
+    def _rewrap_batch(self, user_id: str, owner_tag: bytes, batch: int) -> list | None:
+        """One committed batch: the rows re-wrapped or removed (None: an owner without keys or rows)."""
+        with self._store.transaction() as tx:
+            keyset = self._keys.owner_keyset(user_id, refresh=True)
+            if keyset is None and not tx.owner_has_rows(owner_tag):
+                return None
+            if keyset is None:
+                raise KeyUnavailable(f"{NO_OWNER_KEYS} although the vault holds rows for them; restore the "
+                                     "keyring from backup")
+            rows = tx.rows_to_rewrap(owner_tag, keyset.primary, batch)
+            for row, sealed_summary in rows:
+                self._rewrap_row(tx, keyset, user_id, row, sealed_summary)
+        return rows
+
+    def _target(self, row: StoredRow) -> PutEpoch | None:
+        """The epoch a re-wrapped row goes under: its own (rewrap keeps it), else that of its expiry; None when its
+        key is gone, or a format 1 row's epoch has ended (its time is over: the row is removed, as gc would)."""
+        epochs = self._keys.epochs
+        own = stored_epoch(row.wrapped_key, row.expires_at)
+        epoch = own or epochs.epoch_of_expiry(row.expires_at)
+        key = epochs.get(epoch)
+        if key is not None:
+            return PutEpoch(epoch, key)
+        if own is not None or epoch_end(epoch[1], epoch[0]) <= self._now():
+            return None
+        raise _NeedEpoch(row.expires_at)
+
     def _rewrap_row(self, tx: WriteTx, keyset: OwnerKeyset, user_id: str, row: StoredRow,
                     sealed_summary: bytes | None) -> None:
         """Re-wrap one row inside the batch's transaction; a row that fails authentication stops the batch."""
         row_hex = row.row_id.hex()
         with self._counters.integrity_guard(row_hex):  # counted and logged with the row id
+            target = self._target(row)
             try:
-                wrapped, resealed = self._rows.rewrap(keyset, user_id, row, sealed_summary)
+                if target is None:
+                    raise NotFound()
+                wrapped, resealed = self._rows.rewrap(keyset, user_id, row, sealed_summary, target)
+            except NotFound:  # its epoch key is gone: unreadable anywhere, and past its time
+                tx.delete_row(row.seq, row.row_id)
+                return
             except IntegrityError:
                 raise IntegrityError(
                     f"row {row_hex} fails authentication (its wrapped key or summary was altered), so rewrap "

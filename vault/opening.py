@@ -8,6 +8,9 @@ from collections.abc import Callable
 from keyring.backend import KeyringBackend
 
 from keys import DeletionLedgers, KeyManager, KeyringEdge, resolve_backend
+from keys.epochs import DEFAULT_EPOCH_SECONDS as EPOCH_SECONDS
+from keys.epochs import DEFAULT_SKEW_SECONDS as EPOCH_SKEW_SECONDS
+from keys.epochs import check_length, check_skew
 from vault.errors import IntegrityError, InvalidArgument
 from vault.inputs import check_int, check_positive_setting
 from vault.quotas import MAX_SETTING, OwnerQuotas
@@ -23,8 +26,11 @@ MAX_READ_LIMIT = 10_000_000
 
 def check_settings(clock: object, max_read: object, max_ttl_seconds: object, key_cache_seconds: object,
                    key_cache_size: object, keyring_timeout: object, disk_reserve_bytes: object = None,
-                   owner_max_rows: object = None, owner_max_bytes: object = None) -> OwnerQuotas:
+                   owner_max_rows: object = None, owner_max_bytes: object = None,
+                   epochs: tuple[object, object] = (EPOCH_SECONDS, EPOCH_SKEW_SECONDS)) -> OwnerQuotas:
     """Every setting of ``Vault.open`` valid, before anything is opened or written; returns the owner quotas."""
+    check_length(epochs[0])
+    check_skew(epochs[1])
     check_int(max_read, "max_read", 1, MAX_READ_LIMIT)
     check_positive_setting(max_ttl_seconds, "max_ttl_seconds")
     if check_positive_setting(key_cache_seconds, "key_cache_seconds") > MAX_KEY_CACHE_SECONDS:
@@ -39,7 +45,8 @@ def check_settings(clock: object, max_read: object, max_ttl_seconds: object, key
 
 
 def open_parts(location: object, backend: KeyringBackend | None, key_cache_seconds: float, key_cache_size: int,
-               keyring_timeout: float, disk_reserve_bytes: int | None = None, pool_size: int | None = None
+               keyring_timeout: float, disk_reserve_bytes: int | None = None, pool_size: int | None = None,
+               epochs: tuple[int, int] = (EPOCH_SECONDS, EPOCH_SKEW_SECONDS)
                ) -> tuple[Store, KeyManager, DeletionLedgers]:
     """The store at ``location``, its key manager (the index key already fetched and checked: a missing or
     replaced one fails here, not on first use) and its owners' counts of deletes in the keyring. Refuses an
@@ -47,7 +54,7 @@ def open_parts(location: object, backend: KeyringBackend | None, key_cache_secon
     keyring = KeyringEdge(resolve_backend(backend), timeout=float(keyring_timeout))
     store = open_store(location, disk_reserve_bytes, pool_size)
     try:
-        keys = _key_manager(store, keyring, key_cache_seconds, key_cache_size)
+        keys = _key_manager(store, keyring, key_cache_seconds, key_cache_size, epochs)
         keys.index_key()
     except BaseException:
         store.close()
@@ -55,10 +62,12 @@ def open_parts(location: object, backend: KeyringBackend | None, key_cache_secon
     return store, keys, DeletionLedgers(keyring, keys.vault_id)
 
 
-def _key_manager(store: Store, keyring: KeyringEdge, cache_seconds: float, cache_size: int) -> KeyManager:
+def _key_manager(store: Store, keyring: KeyringEdge, cache_seconds: float, cache_size: int,
+                 epochs: tuple[int, int]) -> KeyManager:
     """The key manager of this database; a new database gets its vault id and index key atomically."""
     make: Callable[[bytes], KeyManager] = lambda vault_id: KeyManager(  # noqa: E731
-        keyring, vault_id, store.commitments, cache_ttl=cache_seconds, cache_size=cache_size)
+        keyring, vault_id, store.commitments, cache_ttl=cache_seconds, cache_size=cache_size,
+        epoch_seconds=epochs[0], epoch_skew_seconds=epochs[1])
     existing = store.get_meta("vault_id")
     if existing is not None:
         return make(existing)

@@ -8,8 +8,7 @@ from __future__ import annotations
 import logging
 import operator
 import time
-from collections.abc import Callable, Iterator
-from contextlib import closing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +36,10 @@ from vault.model import Principal, ReadResult, Record, Representation, check_pri
 from vault.opening import DEFAULT_KEY_CACHE_SECONDS as CACHE_SECONDS
 from vault.opening import DEFAULT_KEY_CACHE_SIZE as CACHE_SIZE
 from vault.opening import DEFAULT_KEYRING_TIMEOUT as KEYRING_TIMEOUT
-from vault.opening import DEFAULT_MAX_TTL, check_settings, open_parts
+from vault.opening import DEFAULT_MAX_TTL, EPOCH_SECONDS, EPOCH_SKEW_SECONDS, check_settings, open_parts
 from vault.quotas import OwnerQuotas
 from vault.row.format import Metadata, SummaryRecord, record_fields, summary_fields
-from vault.row.slices import chunk_span, cut, joined, plan
+from vault.row.slices import chunk_span, cut, joined, plaintexts, plan
 from vault.storage import Snapshot, Store, StoredRow
 from vault.writing import write_row
 
@@ -55,11 +54,11 @@ class Vault(KeyMaintenance):
                  max_read: int, max_ttl_seconds: float, quotas: OwnerQuotas | None = None) -> None:
         self._store, self._keys, self._clock, self._quotas = store, keys, clock, quotas or OwnerQuotas()
         self.max_read, self.max_ttl_seconds = max_read, max_ttl_seconds
-        self._rows = RowRecipe(keys)
+        self._rows = RowRecipe(keys, self._now)
         self._counters = Counters()
         self._deletions = Deletions(store, keys, ledgers, self._counters, self._now, max_ttl_seconds)
         self._audit = AuditTrail(keys)
-        self._lifecycle = KeyLifecycle(store, keys, self._rows, self._counters)
+        self._lifecycle = KeyLifecycle(store, keys, self._rows, self._counters, self._now)
 
     @classmethod
     def open(cls, path: str | Path | None = None, *, keyring_backend: KeyringBackend | None = None,
@@ -67,14 +66,17 @@ class Vault(KeyMaintenance):
              key_cache_seconds: float = CACHE_SECONDS, key_cache_size: int = CACHE_SIZE,
              keyring_timeout: float = KEYRING_TIMEOUT, disk_reserve_bytes: int | None = None,
              owner_max_rows: int | None = None, owner_max_bytes: int | None = None,
-             pool_size: int | None = None) -> Vault:
+             pool_size: int | None = None, epoch_seconds: int = EPOCH_SECONDS,
+             epoch_skew_seconds: int = EPOCH_SKEW_SECONDS) -> Vault:
         """Open (or create) a vault at a path (SQLite) or a ``postgresql://`` URL; refuses unsafe paths and
         unacceptable keyrings before writing anything. Disk reserve (SQLite; None: max(64 MiB, 1%)), owner quotas
-        (None: none), pool size (PostgreSQL; None: 8): README, "Disk space and quotas" and "Several hosts"."""
+        (None: none), pool size (PostgreSQL; None: 8), expiry epochs: README, "Disk space and quotas", "Several
+        hosts" and "What expiry means"."""
+        epochs = (epoch_seconds, epoch_skew_seconds)
         quotas = check_settings(clock, max_read, max_ttl_seconds, key_cache_seconds, key_cache_size, keyring_timeout,
-                                disk_reserve_bytes, owner_max_rows, owner_max_bytes)
+                                disk_reserve_bytes, owner_max_rows, owner_max_bytes, epochs)
         store, keys, ledgers = open_parts(path, keyring_backend, key_cache_seconds, key_cache_size, keyring_timeout,
-                                          disk_reserve_bytes, pool_size)
+                                          disk_reserve_bytes, pool_size, epochs)
         return cls(store, keys, ledgers, clock=clock, max_read=max_read, max_ttl_seconds=float(max_ttl_seconds),
                    quotas=quotas)
 
@@ -112,8 +114,8 @@ class Vault(KeyMaintenance):
         check_identifier(turn_id, "turn_id")
         ttl = check_ttl(ttl_seconds, self.max_ttl_seconds)
         with self._counters.integrity_guard():
-            return extend_turn(self._store, self._keys, self._deletions, self._unseal, self._now, principal.user_id,
-                               turn_id, ttl)
+            return extend_turn(self._store, self._keys, self._rows, self._deletions, self._unseal, self._now,
+                               principal.user_id, turn_id, ttl)
 
     @audited("gc")
     def gc(self, now: float | None = None, *, progress: Callable[[int], None] | None = None) -> int:
@@ -125,6 +127,7 @@ class Vault(KeyMaintenance):
         moment = clock if now is None else check_time(now)
         check_progress(progress)
         with self._counters.integrity_guard():
+            self._keys.epochs.destroy_ended(clock)  # the keys of ended epochs first (threat_model.md, "Expiry epochs")
             removed = self._store.delete_expired(min(moment, clock), progress)
             removed += self._deletions.collect()  # the repair first: one owner's altered ledger stops only what follows
             return removed + (self._deletions.collect_early(clock, moment) if moment > clock else 0)
@@ -136,7 +139,7 @@ class Vault(KeyMaintenance):
         ``turn_id``, a row of another turn is NotFound too."""
         with self._counters.integrity_guard(id), self._store.snapshot() as reads:
             row, opened, metadata = self._open_row(reads, principal, id, turn_id)
-            content = joined(self._plaintexts(reads, row, opened, metadata, 0, len(metadata.chunk_units) - 1),
+            content = joined(plaintexts(reads, row, opened, metadata, 0, len(metadata.chunk_units) - 1),
                              metadata.content_kind)
             record = SummaryRecord.decode(*opened.summary(reads.read_summary(row.seq)))
             if (record.step_num, record.executor_name, record.content_kind, record.size_units) != (
@@ -162,7 +165,7 @@ class Vault(KeyMaintenance):
             content = ""
             if wanted.end > wanted.start:
                 first, last, offset = chunk_span(metadata.chunk_units, wanted.start, wanted.end)
-                pieces = self._plaintexts(reads, row, opened, metadata, first, last)
+                pieces = plaintexts(reads, row, opened, metadata, first, last)
                 content = cut(pieces, metadata.content_kind, wanted.start - offset, wanted.end - offset)
         self._counters.count("reads")
         return ReadResult(id=row.row_id.hex(), content=content, content_kind=metadata.content_kind, mode=mode,
@@ -186,7 +189,10 @@ class Vault(KeyMaintenance):
                     owner_tag, turn_tag, self._now(), index.row_seqs):
                 if row_id in deleted:
                     continue
-                plain, legacy = open_summary(row_id, version, expires_at, size_bytes, sealed, wrapped_key, seq)
+                opened = open_summary(row_id, version, expires_at, size_bytes, sealed, wrapped_key, seq)
+                if opened is None:  # its epoch key was destroyed: gone, as an expired row
+                    continue
+                plain, legacy = opened
                 fields = record_fields(plain, True) if legacy else summary_fields(plain)
                 found.append(representation(row_id, size_bytes, expires_at, *fields))
         found.sort(key=_LISTING_ORDER)
@@ -287,13 +293,6 @@ class Vault(KeyMaintenance):
                 or metadata.size_bytes != row.size_bytes):
             raise IntegrityError("row metadata does not match the stored row")
         return opened, metadata
-
-    @staticmethod
-    def _plaintexts(reads: Snapshot, row: StoredRow, opened: OpenedRow, metadata: Metadata, first: int,
-                    last: int) -> Iterator[memoryview]:
-        """Chunks first..last opened in order into one reused buffer (decode or copy each view before the next)."""
-        with closing(reads.read_chunks(row.seq, first, last)) as sealed:
-            yield from opened.chunks(sealed, first, last, metadata)
 
     def _now(self) -> float:
         return check_time(self._clock())

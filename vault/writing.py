@@ -19,6 +19,9 @@ from vault.row.summaries import SummaryBuilder
 from vault.storage import Store, StoredRow, WriteTx
 
 KEYSET_ATTEMPTS = 3  # a put whose owner's keys change under it this often in a row gives up
+EPOCH_CLOSED = ("the expiry epoch of this row was closed and its key destroyed by another process while this put "
+                "waited: this host's clock is behind the vault's by more than epoch_skew_seconds. Nothing was stored; "
+                "correct the clock (or raise the allowance) and retry")
 
 
 def write_row(store: Store, keys: KeyManager, rows: RowRecipe, guard: AbstractContextManager[None],
@@ -47,15 +50,18 @@ def _write_row(store: Store, keys: KeyManager, rows: RowRecipe, guard: AbstractC
     owner_tag = index.owner_tag(user_id)
     turn_tag = index.turn_tag(owner_tag, turn_id)
     summary = SummaryBuilder(kind, json_value)
+    epoch = rows.epoch_for(expires_at, created_at)  # made, if new, before the write lock (keys/epoch_entries.py)
     for attempt in range(KEYSET_ATTEMPTS):
         keyset = _keyset(store, keys, user_id, owner_tag, refresh=attempt > 0)
         with guard, store.transaction() as tx:
-            seq, recorded = tx.next_row(owner_tag, keyset.primary)
+            seq, recorded, epoch_recorded = tx.next_row(owner_tag, keyset.primary, epoch.epoch)
+            if not rows.epoch_recorded(epoch, epoch_recorded):
+                raise KeyUnavailable(EPOCH_CLOSED)
             if not keys.is_current(keyset, recorded):  # retired, shredded or re-created elsewhere: nothing is
                 continue  # written yet, and a keyset is never made inside this transaction (keys/manager.py)
             admitted = quotas.admit(tx, owner_tag, chunks)
             row_id = index.row_id(seq)  # the id names the seq, so it is made under the write lock
-            writer = rows.writer(keyset, user_id, row_id, turn_id, step_num, executor_name, kind)
+            writer = rows.writer(keyset, user_id, row_id, turn_id, step_num, executor_name, kind, owner_tag, epoch)
             chunk_units, size_bytes = _insert_chunks(tx, seq, writer, admitted, summary)
             summary_text, retained = summary.finish()
             size_units = sum(chunk_units)

@@ -1,5 +1,6 @@
-"""Attacks on stored summaries of format 2 (sealed under turn keys): moved within a turn, to another turn or owner,
-downgraded to format 1's nonce domain, written back from before a rewrap, or given another key version column;
+"""Attacks on stored summaries of format 3 (sealed under keys of the owner's turn and the expiry epoch): moved within
+a turn, to another turn or owner, downgraded to format 2's or format 1's first byte, written back from before a
+rewrap, or given another key version column;
 each is an IntegrityError, counted, and deletes nothing; every other listing stays as it was. (A tampered summary
 stopping rewrap is tests/attacks/test_damaged_rows.py.)"""
 
@@ -31,8 +32,8 @@ def move(source: str, target: str):
     return lambda vault, attacker, ids: set_summary(attacker, ids[target], summary_of(attacker, ids[source]))
 
 
-def downgrade(vault, attacker, ids):  # format 2's first byte 0x04 made format 1's nonce domain 0x03
-    set_summary(attacker, ids["t1"], b"\x03" + summary_of(attacker, ids["t1"])[1:])
+def downgrade(first: bytes):  # format 3's first byte 0x05 made format 2's (0x04) or format 1's nonce domain (0x03)
+    return lambda vault, attacker, ids: set_summary(attacker, ids["t1"], first + summary_of(attacker, ids["t1"])[1:])
 
 
 def rollback_across_rewrap(vault, attacker, ids):
@@ -50,7 +51,8 @@ def new_version_column(version: int):
 
 
 ATTACKS = {  # name: (attack, target row, owner and turn of the target)
-    "downgrade_0x04_to_0x03": (downgrade, "t1", ALICE, "t"),
+    "downgrade_0x05_to_0x04": (downgrade(b"\x04"), "t1", ALICE, "t"),
+    "downgrade_0x05_to_0x03": (downgrade(b"\x03"), "t1", ALICE, "t"),
     "moved_within_turn": (move("t1", "t2"), "t2", ALICE, "t"),
     "moved_to_other_turn": (move("t1", "u1"), "u1", ALICE, "u"),
     "moved_to_other_owner": (move("t1", "bob"), "bob", BOB, "t"),
@@ -61,12 +63,12 @@ ATTACKS = {  # name: (attack, target row, owner and turn of the target)
 
 
 @pytest.mark.parametrize("name", ATTACKS)
-def test_tampered_format_2_summary_is_integrity_error_counted_and_never_deletes(vault, attacker, name):
+def test_tampered_summary_is_integrity_error_counted_and_never_deletes(vault, attacker, name):
     attack, target, owner, turn = ATTACKS[name]
     ids = put_world(vault)
     listings = {(p, t): vault.list_for_turn(p, t) for p in (ALICE, BOB) for t in ("t", "u")}
     seq = attacker.seq_of(ids[target])
-    assert summary_of(attacker, ids[target])[0] == 0x04
+    assert summary_of(attacker, ids[target])[0] == 0x05
     attack(vault, attacker, ids)
     failures = vault.stats()["counters"]["integrity_failures"]
     with pytest.raises(IntegrityError):

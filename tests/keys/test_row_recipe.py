@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from keys import CHUNK_BYTES, OwnerKeyset, RowRecipe
+from keys import CHUNK_BYTES, OwnerKeyset, PutEpoch, RowRecipe
+from keys.epochs import EpochKey
 from vault import IntegrityError
 
 VAULT_ID, ROW_ID, OTHER_ROW = bytes(range(16)), bytes(16), b"\x01" * 16
@@ -16,11 +17,17 @@ OWNER_TAG, TURN_TAG = b"o" * 32, b"t" * 32
 PIECES = [b"a" * CHUNK_BYTES, b"b" * CHUNK_BYTES, b"c" * 100]
 
 
+EPOCH_KEY = EpochKey.generate()
+EXPIRES = 2e9
+EPOCH = PutEpoch((3600, int(EXPIRES) // 3600), EPOCH_KEY)
+
+
 class OneOwner:
-    """The two things the recipe asks of a key manager, for one owner's keyset."""
+    """What the recipe asks of a key manager, for one owner's keyset and one expiry epoch's key."""
 
     def __init__(self, keyset: OwnerKeyset) -> None:
         self.vault_id, self.keyset = VAULT_ID, keyset
+        self.epochs = SimpleNamespace(get=lambda epoch: EPOCH_KEY if epoch == EPOCH.epoch else None)
 
     def keyset_for_read(self, user_id: str, version: int) -> OwnerKeyset:
         return self.keyset
@@ -31,11 +38,11 @@ class OneOwner:
 
 def sealed_row(recipe: RowRecipe, keyset: OwnerKeyset, row_id: bytes = ROW_ID, kind: str = "binary"):
     """A row of three chunks as put seals it: (the stored row, its sealed chunks, its metadata facts)."""
-    writer = recipe.writer(keyset, "alice", row_id, "turn", 1, "tool", kind)
+    writer = recipe.writer(keyset, "alice", row_id, "turn", 1, "tool", kind, OWNER_TAG, EPOCH)
     chunks = [writer.seal_chunk(piece, index == len(PIECES) - 1) for index, piece in enumerate(PIECES)]
-    wrapped, metadata, _ = writer.finish(OWNER_TAG, TURN_TAG, 2e9, sum(map(len, PIECES)), b"meta", b"summary")
+    wrapped, metadata, _ = writer.finish(OWNER_TAG, TURN_TAG, EXPIRES, sum(map(len, PIECES)), b"meta", b"summary")
     row = SimpleNamespace(row_id=row_id, owner_tag=OWNER_TAG, turn_tag=TURN_TAG, key_version=keyset.primary,
-                          expires_at=2e9, size_bytes=sum(map(len, PIECES)), wrapped_key=wrapped, metadata=metadata)
+                          expires_at=EXPIRES, size_bytes=sum(map(len, PIECES)), wrapped_key=wrapped, metadata=metadata)
     facts = SimpleNamespace(user_id="alice", turn_id="turn", step_num=1, executor_name="tool", content_kind=kind,
                             chunk_units=tuple(map(len, PIECES)))
     return row, chunks, facts
@@ -91,20 +98,20 @@ def test_a_damaged_chunk_sequence_is_an_integrity_error(recipe_and_keyset, attac
 
 def test_the_writer_refuses_a_chunk_after_the_last_and_a_row_without_one(recipe_and_keyset):
     recipe, keyset = recipe_and_keyset
-    writer = recipe.writer(keyset, "alice", ROW_ID, "turn", 1, "tool", "text")
+    writer = recipe.writer(keyset, "alice", ROW_ID, "turn", 1, "tool", "text", OWNER_TAG, EPOCH)
     writer.seal_chunk(b"only", True)
     with pytest.raises(IntegrityError):
         writer.seal_chunk(b"more", False)
-    unfinished = recipe.writer(keyset, "alice", ROW_ID, "turn", 1, "tool", "text")
+    unfinished = recipe.writer(keyset, "alice", ROW_ID, "turn", 1, "tool", "text", OWNER_TAG, EPOCH)
     unfinished.seal_chunk(b"first", False)
     with pytest.raises(IntegrityError):
-        unfinished.finish(OWNER_TAG, TURN_TAG, 2e9, 5, b"meta", b"summary")
+        unfinished.finish(OWNER_TAG, TURN_TAG, EXPIRES, 5, b"meta", b"summary")
 
 
 def test_a_wrapped_key_or_metadata_of_another_row_does_not_open(recipe_and_keyset):
     recipe, keyset = recipe_and_keyset
     row, _, _ = sealed_row(recipe, keyset)
     other, _, _ = sealed_row(recipe, keyset, OTHER_ROW)
-    for swapped in (dict(wrapped_key=other.wrapped_key), dict(metadata=other.metadata), dict(expires_at=2e9 + 1)):
+    for swapped in (dict(wrapped_key=other.wrapped_key), dict(metadata=other.metadata), dict(expires_at=EXPIRES + 1)):
         with pytest.raises(IntegrityError):
             recipe.open("alice", SimpleNamespace(**{**vars(row), **swapped}))

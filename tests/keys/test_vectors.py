@@ -259,8 +259,9 @@ def test_frozen_database_row_opens_end_to_end_through_the_public_api(db_path, at
 @pytest.mark.sqlite_only("the frozen row comes from a file made before schema 3 (random ids found through an index on "
                          "ids); no PostgreSQL database ever had that layout")
 def test_format_1_row_survives_rotation_rewrap_retirement_and_extension(db_path, attacker):
-    """A row written before format 2: rewrap moves its data key and leaves its format 1 summary (sealed by the
-    DEK) as it is; extend_turn writes metadata and summary back in format 2; the row reads the same throughout."""
+    """A row written before format 2: rewrap moves its data key (into the epoch of its expiry: format 3) and leaves
+    its format 1 summary (sealed by the DEK) as it is; extend_turn writes metadata and summary back in format 3;
+    the row reads the same throughout."""
     ring = frozen_database(attacker, out("sealed_metadata"), out("sealed_summary"))
     clock = FakeClock(IN["created_at"] + 1)
     who, user, turn = Principal(IN["user_id"]), IN["user_id"], IN["turn_id"]
@@ -273,10 +274,11 @@ def test_format_1_row_survives_rotation_rewrap_retirement_and_extension(db_path,
         assert vault.rotate_owner_key(user) == 2
         assert vault.rewrap(user) == 1
         assert attacker.read(IN["seq"], "summary") == out("sealed_summary")
+        assert attacker.read(IN["seq"], "wrapped_key")[0] == 0x03 and len(attacker.read(IN["seq"], "wrapped_key")) == 65
         assert vault.retire_old_key_versions(user) == 1
         assert listed(vault) == expected and vault.get(who, IN["row_id"]).key_version == 2
         assert vault.extend_turn(who, turn, IN["expires_at"] - clock.now + 3600) == 1
-        assert attacker.read(IN["seq"], "summary")[0] == 0x04
+        assert attacker.read(IN["seq"], "summary")[0] == 0x05
         # the metadata too: no longer the frozen v1 bytes
         assert attacker.read(IN["seq"], "metadata") != out("sealed_metadata")
         assert listed(vault) == expected

@@ -23,6 +23,9 @@ from vault import IntegrityError, StorageError, VaultError
 from vault.storage import StoredRow
 
 
+EPOCH_WRAPPED = b"\x03" + bytes(64)  # the size and first byte of a format 3 wrapped key (keys/epochrow.py)
+
+
 class StoreContract(KeyBookkeepingContract, DeletesContract, EpochRecordsContract):
     """What the vault asks of a store. Subclasses supply ``make_store`` and ``small_batches``."""
 
@@ -48,11 +51,11 @@ class StoreContract(KeyBookkeepingContract, DeletesContract, EpochRecordsContrac
     def test_a_transaction_that_raises_rolls_back_everything_it_wrote(self, store, ids):
         kept = put(store, ids)
         with pytest.raises(RuntimeError), store.transaction() as tx:
-            seq, _ = tx.next_row(OWNER, 1)
+            seq, _, _ = tx.next_row(OWNER, 1)
             lost = ids.new(seq)
             tx.insert_chunk(seq, 0, b"lost")
             tx.insert_row(StoredRow(seq, lost, OWNER, TURN, 1, NOW + 60, 1, b"w", b"m"), b"lost")
-            tx.update_expiry(kept.seq, NOW + 999, b"new metadata", b"new summary")
+            tx.update_expiry(kept.seq, NOW + 999, b"new wrapped", b"new metadata", b"new summary")
             tx.put_meta("vault_id", b"lost")
             raise RuntimeError("the put failed half-way")
         with store.snapshot() as snap:
@@ -87,7 +90,7 @@ class StoreContract(KeyBookkeepingContract, DeletesContract, EpochRecordsContrac
 
     def test_a_transaction_reads_its_own_writes_and_a_snapshot_inside_it_is_that_transaction(self, store, ids):
         with store.transaction() as tx:
-            seq, _ = tx.next_row(OWNER, 1)
+            seq, _, _ = tx.next_row(OWNER, 1)
             row = StoredRow(seq, ids.new(seq), OWNER, TURN, 1, NOW + 60, 1, b"w", b"m")
             tx.insert_row(row, b"s")
             assert tx.find_row(row.row_id, seq) == row
@@ -176,14 +179,14 @@ class StoreContract(KeyBookkeepingContract, DeletesContract, EpochRecordsContrac
             assert not snap.turn_has_rows(OWNER, TURN, NOW) and snap.turn_has_rows(OWNER, TURN, NOW - 1)
             assert snap.owner_has_rows(OWNER) and not snap.owner_has_rows(OTHER_OWNER)
 
-    def test_update_expiry_stores_the_new_expiry_metadata_and_summary(self, store, ids):
+    def test_update_expiry_stores_the_new_expiry_wrapped_key_metadata_and_summary(self, store, ids):
         row = put(store, ids)
         with store.transaction() as tx:
-            tx.update_expiry(row.seq, NOW + 3600, b"new metadata", b"new summary")
+            tx.update_expiry(row.seq, NOW + 3600, b"new wrapped", b"new metadata", b"new summary")
         with store.snapshot() as snap:
             found = snap.find_row(row.row_id, row.seq)
-            assert (found.expires_at, found.metadata, snap.read_summary(row.seq)) == (
-                NOW + 3600, b"new metadata", b"new summary")
+            assert (found.expires_at, found.wrapped_key, found.metadata, snap.read_summary(row.seq)) == (
+                NOW + 3600, b"new wrapped", b"new metadata", b"new summary")
 
     def test_update_wrapped_key_leaves_the_summary_when_given_none(self, store, ids):
         row = put(store, ids)
@@ -197,14 +200,15 @@ class StoreContract(KeyBookkeepingContract, DeletesContract, EpochRecordsContrac
         with store.snapshot() as snap:
             assert snap.read_summary(row.seq) == b"resealed" and snap.wrapped_key(row.seq) == b"again"
 
-    def test_rows_to_rewrap_gives_an_owners_rows_under_other_versions_up_to_a_limit(self, store, ids):
-        old = [put(store, ids, summary=b"old %d" % n) for n in range(3)]
-        put(store, ids, version=2)
+    def test_rows_to_rewrap_gives_an_owners_rows_under_other_versions_or_no_epoch_up_to_a_limit(self, store, ids):
+        old = [put(store, ids, summary=b"old %d" % n, wrapped=EPOCH_WRAPPED) for n in range(3)]
+        no_epoch = put(store, ids, version=2, summary=b"no epoch", wrapped=b"\x03" + bytes(59))  # format 1: 60 bytes
+        put(store, ids, version=2, wrapped=EPOCH_WRAPPED)
         put(store, ids, owner=OTHER_OWNER)
         with store.transaction() as tx:
             assert len(tx.rows_to_rewrap(OWNER, 2, 2)) == 2
             assert sorted(tx.rows_to_rewrap(OWNER, 2, 10), key=lambda found: found[0].seq) == [
-                (row, b"old %d" % n) for n, row in enumerate(old)]
+                *((row, b"old %d" % n) for n, row in enumerate(old)), (no_epoch, b"no epoch")]
 
     def test_meta_is_put_once_and_read_back(self, store):
         assert store.get_meta("vault_id") is None

@@ -9,12 +9,18 @@ from __future__ import annotations
 import base64
 import json
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vault.errors import IntegrityError
+
+if TYPE_CHECKING:
+    from keys import OpenedRow
+    from vault.row.format import Metadata
+    from vault.storage import Snapshot, StoredRow
 
 
 @dataclass(slots=True)
@@ -75,3 +81,10 @@ def cut(pieces: Iterable[memoryview], kind: str, start: int, end: int) -> str:
     if kind == "binary":
         return base64.b64encode(raw[start:end]).decode()
     return raw.decode("utf-8", "replace")[start:end]
+
+
+def plaintexts(reads: Snapshot, row: StoredRow, opened: OpenedRow, metadata: Metadata, first: int,
+               last: int) -> Iterator[memoryview]:
+    """Chunks first..last opened in order into one reused buffer (decode or copy each view before the next)."""
+    with closing(reads.read_chunks(row.seq, first, last)) as sealed:
+        yield from opened.chunks(sealed, first, last, metadata)

@@ -101,9 +101,11 @@ class Snapshot(Protocol):
 class WriteTx(Snapshot, Protocol):
     """A write transaction: the only place rows are inserted or changed."""
 
-    def next_row(self, owner_tag: bytes, key_version: int) -> tuple[int, bytes | None]:
-        """The seq the next row gets and the recorded commitment of the owner key version that will wrap it
-        (None if none), read together so the put can refuse a version retired or shredded meanwhile."""
+    def next_row(self, owner_tag: bytes, key_version: int,
+                 epoch: tuple[int, int] = (0, 0)) -> tuple[int, bytes | None, bytes | None]:
+        """The seq the next row gets and the recorded commitments of the owner key version and the expiry epoch's
+        key that will wrap it (None if none), read together so the put can refuse a version retired or shredded,
+        or an epoch closed, meanwhile."""
 
     def insert_chunk(self, seq: int, index: int, sealed: bytes) -> None:
         """Store sealed chunk ``index`` of row ``seq``; QuotaExceeded when the store's free-space reserve would be
@@ -115,14 +117,17 @@ class WriteTx(Snapshot, Protocol):
     def owner_usage(self, owner_tag: bytes) -> tuple[int, int]:
         """(rows, bytes) stored for an owner, expired rows not yet collected included: what its quotas count."""
 
-    def update_expiry(self, seq: int, expires_at: float, metadata: bytes, sealed_summary: bytes) -> None:
-        """Give row ``seq`` a new expiry with its metadata and summary sealed again for it."""
+    def update_expiry(self, seq: int, expires_at: float, wrapped_key: bytes, metadata: bytes,
+                      sealed_summary: bytes) -> None:
+        """Give row ``seq`` a new expiry with its data key wrapped for the new expiry's epoch and its metadata and
+        summary sealed again for it."""
 
     def update_wrapped_key(self, seq: int, version: int, wrapped_key: bytes, sealed_summary: bytes | None) -> None:
         """Store a row's data key wrapped under ``version``, and its summary sealed again (None: unchanged)."""
 
     def rows_to_rewrap(self, owner_tag: bytes, primary: int, limit: int) -> list[tuple[StoredRow, bytes | None]]:
-        """Up to ``limit`` rows of an owner wrapped under another version than ``primary``, with their summaries."""
+        """Up to ``limit`` rows of an owner wrapped under another version than ``primary`` or under no expiry epoch
+        (format 1's 60-byte wrapped key), with their summaries."""
 
     def put_meta(self, name: str, value: bytes) -> None:
         """Set a vault-wide value once (the vault id)."""

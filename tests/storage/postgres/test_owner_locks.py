@@ -63,7 +63,7 @@ def test_a_shred_waits_for_a_put_holding_the_key_and_a_later_put_sees_it_gone(st
     record_key(store, OWNER)
     ids = Ids()
     with store.transaction() as tx:
-        seq, commitment = tx.next_row(OWNER, 1)
+        seq, commitment, _ = tx.next_row(OWNER, 1)
         assert commitment == b"check"
         thread, done, errors = in_thread(lambda: store.commitments.tombstone_owner_versions(OWNER, None))
         assert not done.wait(WAIT)  # the put holds the owner's lock and the key's row FOR SHARE (either suffices)
@@ -86,7 +86,7 @@ def test_a_retirement_counts_rows_only_after_the_owners_puts_in_flight_commit(st
             counted.append(store.commitments.key_versions_in_use(OWNER))
 
     with store.transaction() as tx:
-        seq, _ = tx.next_row(OWNER, 1)
+        seq, _, _ = tx.next_row(OWNER, 1)
         thread, done, errors = in_thread(retire)
         assert not done.wait(WAIT)
         tx.insert_chunk(seq, 0, b"c")

@@ -143,14 +143,14 @@ def test_queued_updates_keep_their_order_with_inserts_and_are_seen_by_the_next_s
     old = put(store, ids)
     with store.transaction() as tx:
         tx.update_wrapped_key(old.seq, 2, b"rewrapped", b"resealed")  # queued before the put's inserts
-        seq, _ = tx.next_row(OWNER, 1)
+        seq, _, _ = tx.next_row(OWNER, 1)
         new = StoredRow(seq, ids.new(seq), OWNER, TURN, 1, NOW + 60, 1, b"w", b"m")
         tx.insert_chunk(seq, 0, b"chunk")
         tx.insert_row(new, b"summary")
-        tx.update_expiry(seq, NOW + 600, b"extended", b"summary 2")  # queued after them: it must find the row
+        tx.update_expiry(seq, NOW + 600, b"w", b"extended", b"summary 2")  # queued after them: it must find the row
         assert tx.find_row(old.row_id, old.seq).wrapped_key == b"rewrapped"
         assert tx.find_row(new.row_id, seq).metadata == b"extended"
-        tx.update_expiry(old.seq, NOW + 900, b"old extended", b"old summary 2")
+        tx.update_expiry(old.seq, NOW + 900, b"rewrapped", b"old extended", b"old summary 2")
     with store.snapshot() as snap:
         assert snap.find_row(new.row_id, seq).expires_at == NOW + 600 and snap.read_summary(seq) == b"summary 2"
         found = snap.find_row(old.row_id, old.seq)

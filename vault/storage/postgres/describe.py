@@ -13,6 +13,7 @@ import psycopg
 
 from vault.errors import IntegrityError, InvalidArgument, VaultError
 from vault.storage.base import Finding
+from vault.storage.epoch_report import LIVE, NO_EPOCH, UNSWEPT, epoch_findings
 from vault.storage.postgres.connections import CONNECT_TIMEOUT, TRANSLATE
 from vault.storage.postgres.schema import OUR_TABLES, SCHEMA_VERSION, TABLES, check_foreign_objects
 from vault.storage.sqlite.schema import blob
@@ -197,6 +198,9 @@ def _vault(connection: psycopg.Connection, now: float) -> list[Finding]:
              Finding("", f"rows {rows:,} ({total:,} bytes), expired awaiting gc {expired:,}, owners {owners:,}, "
                          f"rows by key version {by_version}"),
              Finding("", f"database size {size:,} bytes, the vault's tables {ours:,} bytes")]
+    found += epoch_findings(_one(connection, NO_EPOCH.format(length="octet_length"))[0],
+                            connection.execute(LIVE).fetchall(), _one(connection, UNSWEPT.format(false="false"))[0],
+                            now)
     if unswept:
         found.append(Finding("WARN", f"{unswept:,} destroyed key version(s) whose keyring entries are not yet known "
                                      "deleted (a shred or retirement met a keyring failure): run it again"))

@@ -24,13 +24,16 @@ SELECT_EXPIRING = ("SELECT seq, id, owner_tag, turn_tag, key_version, expires_at
                    "FROM rows WHERE expires_at > %s AND expires_at <= %s")
 SELECT_OLD_VERSION = ("SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, "
                       "metadata, summaries.sealed FROM rows LEFT JOIN summaries ON summaries.seq = rows.seq "
-                      "WHERE owner_tag = %s AND key_version <> %s LIMIT %s")
+                      "WHERE owner_tag = %s AND (key_version <> %s OR octet_length(wrapped_key) <> 65) LIMIT %s")
 # the owner's advisory lock, held to the end of the transaction: writers of one owner queue, others never wait
 OWNER_LOCK = "SELECT pg_advisory_xact_lock(%s, %s)"
 # a put's seq (never reused) and the commitment of the key version that will wrap it, that key's row held FOR
 # SHARE until the put commits: a shred or retirement deletes it, so it waits for the put, or the put sees it gone
 NEXT_ROW = ("SELECT nextval('row_seq'), "
-            "(SELECT check_value FROM owner_keys WHERE owner_tag = %s AND version = %s FOR SHARE)")
+            "(SELECT check_value FROM owner_keys WHERE owner_tag = %(tag)s AND version = %(v)s FOR SHARE), "
+            "(SELECT check_value FROM epoch_keys k WHERE length = %(len)s AND epoch = %(e)s AND NOT EXISTS (SELECT 1 "
+            "FROM epoch_tombstones t WHERE t.length = %(len)s AND t.epoch = %(e)s AND t.attempt IN (0, k.attempt)) "
+            "FOR SHARE OF k)")
 INSERT_CHUNK = "INSERT INTO chunks (seq, idx, sealed) VALUES (%s, %s, %s)"
 # a row with its summary, and with its chunk when it has one: one statement, one execution on the server
 INSERT_ROW = (
@@ -46,7 +49,8 @@ INSERT_ROW_WITH_CHUNK = (
     "%(wrapped_key)s, %(metadata)s)")
 # a row's new expiry or wrapped key with its re-sealed summary, one statement each (sent with the next statement)
 UPDATE_EXPIRY = ("WITH summary AS (UPDATE summaries SET sealed = %(summary)s WHERE seq = %(seq)s) "
-                 "UPDATE rows SET expires_at = %(expires_at)s, metadata = %(metadata)s WHERE seq = %(seq)s")
+                 "UPDATE rows SET expires_at = %(expires_at)s, wrapped_key = %(wrapped_key)s, metadata = %(metadata)s "
+                 "WHERE seq = %(seq)s")
 UPDATE_WRAPPED_KEY = "UPDATE rows SET key_version = %(version)s, wrapped_key = %(wrapped_key)s WHERE seq = %(seq)s"
 UPDATE_WRAPPED_KEY_AND_SUMMARY = (
     "WITH summary AS (UPDATE summaries SET sealed = %(summary)s WHERE seq = %(seq)s) "

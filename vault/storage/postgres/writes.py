@@ -142,17 +142,20 @@ class PgWriteTx(PgReads):
             self._run(sql.OWNER_LOCK, key)
             self._locked.add(key)
 
-    def next_row(self, owner_tag: bytes, key_version: int) -> tuple[int, bytes | None]:
-        """The next seq (a sequence: never reused) and the recorded commitment of the key version, its row held
-        FOR SHARE; the owner's lock first. Lock, seq and commitment go in one round trip with the BEGIN."""
+    def next_row(self, owner_tag: bytes, key_version: int,
+                 epoch: tuple[int, int] = (0, 0)) -> tuple[int, bytes | None, bytes | None]:
+        """The next seq (a sequence: never reused) and the recorded commitments of the key version and the epoch
+        key, their rows held FOR SHARE (closing an epoch waits for this put); the owner's lock first. Lock, seq and
+        commitments go in one round trip with the BEGIN."""
         key = owner_lock_key(owner_tag)
         statements = [] if key in self._locked else [(sql.OWNER_LOCK, key)]
-        cursor = self._pipelined([*statements, (sql.NEXT_ROW, (owner_tag, key_version))])
+        parameters = {"tag": owner_tag, "v": key_version, "len": epoch[0], "e": epoch[1]}
+        cursor = self._pipelined([*statements, (sql.NEXT_ROW, parameters)])
         self._locked.add(key)
-        seq, commitment = fetched(cursor.fetchone)
+        seq, commitment, epoch_check = fetched(cursor.fetchone)
         if type(seq) is not int or seq < 1:
             raise IntegrityError("the row sequence returned a value that is not a seq")
-        return seq, None if commitment is None else blob(commitment)
+        return seq, None if commitment is None else blob(commitment), None if epoch_check is None else blob(epoch_check)
 
     def insert_chunk(self, seq: int, index: int, sealed: bytes) -> None:
         """Queue one sealed chunk; the queue is sent once it holds FLUSH_BYTES, the rest with the COMMIT."""
@@ -175,11 +178,12 @@ class PgWriteTx(PgReads):
             raise IntegrityError("a stored row has columns of the wrong type")
         return rows, size
 
-    def update_expiry(self, seq: int, expires_at: float, metadata: bytes, sealed_summary: bytes) -> None:
-        """Give row ``seq`` a new expiry with its re-sealed metadata and summary (queued, as inserts are: an
-        extend_turn or a rewrap batch sends its updates together, not one round trip each)."""
-        self._queue_update((sql.UPDATE_EXPIRY, {"seq": seq, "expires_at": expires_at, "metadata": metadata,
-                                              "summary": sealed_summary}))
+    def update_expiry(self, seq: int, expires_at: float, wrapped_key: bytes, metadata: bytes,
+                      sealed_summary: bytes) -> None:
+        """Give row ``seq`` a new expiry with its data key wrapped for its new epoch and its re-sealed records
+        (queued, as inserts are: an extend_turn sends its updates together, not one round trip each)."""
+        self._queue_update((sql.UPDATE_EXPIRY, {"seq": seq, "expires_at": expires_at, "wrapped_key": wrapped_key,
+                                              "metadata": metadata, "summary": sealed_summary}))
 
     def update_wrapped_key(self, seq: int, version: int, wrapped_key: bytes, sealed_summary: bytes | None) -> None:
         """Store a row's data key wrapped under ``version``, and its re-sealed summary (None: unchanged); queued."""
@@ -194,7 +198,7 @@ class PgWriteTx(PgReads):
         self._updates.append(update)
 
     def rows_to_rewrap(self, owner_tag: bytes, primary: int, limit: int) -> list[tuple[StoredRow, bytes | None]]:
-        """Up to ``limit`` rows of an owner wrapped under another version than ``primary``."""
+        """Up to ``limit`` rows of an owner wrapped under another version than ``primary``, or under no epoch."""
         self.lock_owner(owner_tag)
         return with_summaries(self._all(sql.SELECT_OLD_VERSION, (owner_tag, primary, limit)))
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from vault.errors import UnsafeStorage, VaultError
 from vault.storage.base import Finding
+from vault.storage.epoch_report import LIVE, NO_EPOCH, UNSWEPT, epoch_findings
 from vault.storage.sqlite import paths, schema, space
 from vault.storage.sqlite.connections import TRANSLATE, file_uri
 
@@ -79,6 +80,9 @@ def _facts(connection: sqlite3.Connection, now: float) -> list[Finding]:
              Finding("", f"row lookup: {lookup}"),
              Finding("", f"rows {rows:,} ({size:,} bytes), expired awaiting gc {expired:,}, owners {owners:,}, "
                          f"rows by key version {by_version}")]
+    found += epoch_findings(connection.execute(NO_EPOCH.format(length="length")).fetchone()[0],
+                            connection.execute(LIVE).fetchall(),
+                            connection.execute(UNSWEPT.format(false="0")).fetchone()[0], now)
     unswept = _unswept_tombstones(connection)
     if unswept:
         found.append(Finding("WARN", f"{unswept:,} destroyed key version(s) whose keyring entries are not yet known "

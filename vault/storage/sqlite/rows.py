@@ -205,12 +205,14 @@ class SqliteWriteTx(SqliteReads):
         finally:
             self._writers.release()
 
-    def next_row(self, owner_tag: bytes, key_version: int) -> tuple[int, bytes | None]:
-        """The next seq and the recorded commitment of the key version that will wrap the row, in one statement."""
-        seq, commitment = self._execute(schema.NEXT_ROW, (owner_tag, key_version)).fetchone()
+    def next_row(self, owner_tag: bytes, key_version: int,
+                 epoch: tuple[int, int] = (0, 0)) -> tuple[int, bytes | None, bytes | None]:
+        """The next seq, and the recorded commitments of the key version and epoch key that will seal the row (None:
+        not, or no longer, recorded), in one statement."""
+        seq, commitment, epoch_check = self._execute(schema.NEXT_ROW, (owner_tag, key_version, *epoch)).fetchone()
         if not valid_seq(seq):  # only a writer of the file puts a row at the last seq (2^43 - 1) or past it
             raise IntegrityError("a stored row's seq is out of range; no row can follow it")
-        return seq, None if commitment is None else blob(commitment)
+        return seq, None if commitment is None else blob(commitment), None if epoch_check is None else blob(epoch_check)
 
     def insert_chunk(self, seq: int, index: int, sealed: bytes) -> None:
         """Store one sealed chunk of row ``seq`` under its key ``seq << 20 | index``."""
@@ -239,9 +241,11 @@ class SqliteWriteTx(SqliteReads):
             # counted as they are now, some taken by this row already: never more than there were
             room.refuse_if_short(put_needs(self._written, self._log_before, self._execute(REUSABLE).fetchone()[0]))
 
-    def update_expiry(self, seq: int, expires_at: float, metadata: bytes, sealed_summary: bytes) -> None:
-        """Give row ``seq`` a new expiry with its re-sealed metadata and summary."""
-        self._execute("UPDATE rows SET expires_at = ?, metadata = ? WHERE seq = ?", (expires_at, metadata, seq))
+    def update_expiry(self, seq: int, expires_at: float, wrapped_key: bytes, metadata: bytes,
+                      sealed_summary: bytes) -> None:
+        """Give row ``seq`` a new expiry with its data key wrapped for its new epoch and its re-sealed records."""
+        self._execute("UPDATE rows SET expires_at = ?, wrapped_key = ?, metadata = ? WHERE seq = ?",
+                      (expires_at, wrapped_key, metadata, seq))
         self._execute("UPDATE summaries SET sealed = ? WHERE seq = ?", (sealed_summary, seq))
 
     def update_wrapped_key(self, seq: int, version: int, wrapped_key: bytes, sealed_summary: bytes | None) -> None:
@@ -251,7 +255,7 @@ class SqliteWriteTx(SqliteReads):
             self._execute("UPDATE summaries SET sealed = ? WHERE seq = ?", (sealed_summary, seq))
 
     def rows_to_rewrap(self, owner_tag: bytes, primary: int, limit: int) -> list[tuple[StoredRow, bytes | None]]:
-        """Up to ``limit`` rows of an owner wrapped under another version than ``primary``."""
+        """Up to ``limit`` rows of an owner wrapped under another version than ``primary``, or under no epoch."""
         return schema.with_summaries(self._execute(schema.SELECT_OLD_VERSION, (owner_tag, primary, limit)).fetchall())
 
     def owner_usage(self, owner_tag: bytes) -> tuple[int, int]:

@@ -116,7 +116,9 @@ SELECT_ROW_BY_ID = (  # files made before schema 3, which have an index on ids
 )
 # a put's one read: the next seq and the recorded commitment of the owner key version that will wrap the row
 NEXT_ROW = ("SELECT (SELECT coalesce(max(seq), 0) + 1 FROM rows), "
-            "(SELECT check_value FROM owner_keys WHERE owner_tag = ? AND version = ?)")
+            "(SELECT check_value FROM owner_keys WHERE owner_tag = ?1 AND version = ?2), "
+            "(SELECT check_value FROM epoch_keys k WHERE length = ?3 AND epoch = ?4 AND NOT EXISTS (SELECT 1 "
+            "FROM epoch_tombstones t WHERE t.length = ?3 AND t.epoch = ?4 AND t.attempt IN (0, k.attempt)))")
 # an owner's stored rows and bytes, read from rows_owner_usage alone (a covering index: no table page is read)
 # an owner's rows and bytes for quotas: their ledger of deleted rows counts as bytes too (it grows with deletes)
 OWNER_USAGE = ("SELECT count(*), coalesce(sum(size_bytes), 0) "
@@ -132,7 +134,7 @@ OWNER_BATCH = "SELECT seq FROM rows WHERE owner_tag = ? LIMIT ?"
 SELECT_OLD_VERSION = (
     "SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "
     "summaries.sealed FROM rows LEFT JOIN summaries ON summaries.seq = rows.seq "
-    "WHERE owner_tag = ? AND key_version != ? LIMIT ?"
+    "WHERE owner_tag = ? AND (key_version != ? OR length(wrapped_key) != 65) LIMIT ?"
 )
 SELECT_TURN = (
     "SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "

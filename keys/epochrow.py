@@ -1,0 +1,165 @@
+"""Row format 3 (issue 16): a row's data key wrapped, and its summary sealed, under keys derived from both its owner
+key version and the key of the expiry epoch its expiry falls in, so destroying that epoch key erases every copy.
+
+* Wrapped data key: ``0x03 || E (4 bytes) || nonce (12, random) || AES-256-GCM(wrap key, DEK (32)) || tag (16)``
+  = 65 bytes; wrap key = ``keys.epochs.wrap_key(PRK, vault_id, owner tag, v, E, e)``, aad =
+  ``fields("scratchvault/wrap/v3", vault_id, row_id, user_id, v (8), E (8), e (8))``.
+* Summary: ``0x05 || E (4 bytes) || nonce (12, random) || AES-256-GCM(summary key, record) || tag``; summary key =
+  ``keys.epochs.summary_key(PRK, vault_id, v, turn tag, E, e)``, aad = ``"scratchvault/summary/v3" ||`` the clear
+  columns of ``summary_aad_v2`` (vault_id, row_id, owner tag, turn tag, expiry, size, v) then E and e (8 each).
+* ``PRK = keys.epochs.combine(owner key v, epoch key)``; ``e = floor(expiry) // E`` is not stored: it comes from
+  the expiry column, which both aads (and the metadata's) bind, so a row can't be moved to another epoch.
+
+A format 1 wrapped key is 60 bytes and starts with a random nonce; one of format 3 is told apart by its length
+and first byte. threat_model.md, "Expiry epochs", gives the reasons.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple, Protocol
+
+from keys.aead import KEY_SIZE, NONCE_SIZE, TAG_SIZE, Aead, random_bytes
+from keys.datakey import DataKey
+from keys.envelope import RowContext, encode_fields
+from keys.epochs import EpochKey, epoch_of, summary_key, wrap_key
+from keys.errors import IntegrityError
+
+WRAP_V3 = 0x03
+SUMMARY_V3 = 0x05
+_HEAD = struct.Struct(">BI")  # format byte, epoch length
+WRAPPED_V3_SIZE = _HEAD.size + NONCE_SIZE + KEY_SIZE + TAG_SIZE
+_WRAP_LABEL = b"scratchvault/wrap/v3"
+_SUMMARY_LABEL = b"scratchvault/summary/v3"
+_U64 = struct.Struct(">Q").pack
+
+
+def is_epoch_wrapped(wrapped: bytes) -> bool:
+    """Whether a stored wrapped data key is of format 3 (under an epoch); else it must be format 1's 60 bytes."""
+    return len(wrapped) == WRAPPED_V3_SIZE and wrapped[0] == WRAP_V3
+
+
+def epoch_length_of(blob: bytes, prefix: int) -> int:
+    """The epoch length a format 3 wrapped key or summary names (checked by the key derivation and the aad)."""
+    if len(blob) < _HEAD.size + NONCE_SIZE + TAG_SIZE or blob[0] != prefix:
+        raise IntegrityError("ciphertext failed authentication")
+    return _HEAD.unpack_from(blob)[1]
+
+
+def row_epoch(blob: bytes, prefix: int, expires_at: float) -> tuple[int, int]:
+    """(E, e) of a format 3 part: E from its header, e from the row's expiry. A length or expiry no vault writes
+    is tampering."""
+    length = epoch_length_of(blob, prefix)
+    try:
+        return length, epoch_of(expires_at, length)
+    except ValueError:  # InvalidArgument: an out-of-range length or expiry in the file
+        raise IntegrityError("a row names an expiry epoch no vault makes") from None
+
+
+def stored_epoch(wrapped: bytes, expires_at: float) -> tuple[int, int] | None:
+    """(E, e) of a stored row whose wrapped key is of format 3, else None (format 1: under no epoch)."""
+    return row_epoch(wrapped, WRAP_V3, expires_at) if is_epoch_wrapped(wrapped) else None
+
+
+def wrap_aad_v3(ctx: RowContext, user_id: str, version: int, length: int, epoch: int) -> bytes:
+    """AAD of a format 3 wrapped data key: vault, row, owner, key version and the epoch."""
+    return encode_fields(_WRAP_LABEL, ctx.vault_id, ctx.row_id, user_id.encode(), _U64(version), _U64(length),
+                         _U64(epoch))
+
+
+def summary_aad_v3(ctx: RowContext, owner_tag: bytes, turn_tag: bytes, expires_at: float, size_bytes: int,
+                   version: int, length: int, epoch: int) -> bytes:
+    """AAD of a format 3 summary: the clear columns, the key version and the epoch."""
+    return encode_fields(_SUMMARY_LABEL, ctx.vault_id, ctx.row_id, owner_tag, turn_tag, struct.pack(">d", expires_at),
+                         _U64(size_bytes), _U64(version), _U64(length), _U64(epoch))
+
+
+class EpochBound:
+    """The keys of one owner key version and one epoch: wraps data keys, seals and opens summaries."""
+
+    __slots__ = ("_prk", "_turns", "_wrap", "epoch", "epoch_key", "length", "owner_tag", "vault_id", "version")
+
+    def __init__(self, prk: bytes, epoch_key: EpochKey, vault_id: bytes, owner_tag: bytes, version: int, length: int,
+                 epoch: int) -> None:
+        self._prk, self.epoch_key = prk, epoch_key
+        self.vault_id, self.owner_tag, self.version = vault_id, owner_tag, version
+        self.length, self.epoch = length, epoch
+        self._wrap = Aead(wrap_key(prk, vault_id, owner_tag, version, length, epoch))
+        self._turns: dict[bytes, Aead] = {}
+
+    def wrap(self, data_key: DataKey, aad: bytes) -> bytes:
+        """``data_key`` wrapped under a fresh random nonce, headed by the format byte and E."""
+        return self._wrap_with_nonce(data_key, aad, random_bytes(NONCE_SIZE))
+
+    def _wrap_with_nonce(self, data_key: DataKey, aad: bytes, nonce: bytes) -> bytes:
+        """Test seam for the frozen row-format vectors: the public path always draws ``nonce`` at random."""
+        return _HEAD.pack(WRAP_V3, self.length) + nonce + self._wrap.seal(nonce, data_key._raw, aad)
+
+    def unwrap(self, wrapped: bytes, aad: bytes) -> DataKey:
+        """The data key of a format 3 wrapped key; any other key, epoch, row or byte is an IntegrityError."""
+        if not is_epoch_wrapped(wrapped) or epoch_length_of(wrapped, WRAP_V3) != self.length:
+            raise IntegrityError("wrapped data key has the wrong format")
+        start = _HEAD.size
+        return DataKey(self._wrap.open(wrapped[start:start + NONCE_SIZE], wrapped[start + NONCE_SIZE:], aad))
+
+    def seal_summary(self, turn_tag: bytes, plaintext: bytes, aad: bytes) -> bytes:
+        """A summary record sealed under this turn's key for the epoch, with a fresh random nonce."""
+        return self._seal_summary_with_nonce(turn_tag, plaintext, aad, random_bytes(NONCE_SIZE))
+
+    def _seal_summary_with_nonce(self, turn_tag: bytes, plaintext: bytes, aad: bytes, nonce: bytes) -> bytes:
+        """Test seam for the frozen row-format vectors."""
+        return _HEAD.pack(SUMMARY_V3, self.length) + nonce + self._turn(turn_tag).seal(nonce, plaintext, aad)
+
+    def open_summary(self, turn_tag: bytes, blob: bytes, aad: bytes) -> bytes:
+        """Open a format 3 summary of this turn and epoch."""
+        if epoch_length_of(blob, SUMMARY_V3) != self.length:
+            raise IntegrityError("ciphertext failed authentication")
+        start = _HEAD.size
+        return self._turn(turn_tag).open(blob[start:start + NONCE_SIZE], blob[start + NONCE_SIZE:], aad)
+
+    def _turn(self, turn_tag: bytes) -> Aead:
+        found = self._turns.get(turn_tag)
+        if found is None:
+            if len(self._turns) >= 256:
+                self._turns.clear()  # bounded; a derivation is one HMAC
+            found = self._turns[turn_tag] = Aead(summary_key(self._prk, self.vault_id, self.version, turn_tag,
+                                                             self.length, self.epoch))
+        return found
+
+    def __repr__(self) -> str:
+        return f"<EpochBound length={self.length} epoch={self.epoch}>"
+
+    def __reduce__(self) -> object:
+        raise TypeError("key material cannot be pickled")
+
+
+class RowColumns(Protocol):
+    """The clear columns ``seal_for_epoch`` reads of a row (a stored row, or the ``Columns`` of one being written)."""
+
+    row_id: bytes
+    owner_tag: bytes
+    turn_tag: bytes
+    size_bytes: int
+
+
+class Columns(NamedTuple):
+    """The clear columns of a row being written."""
+
+    row_id: bytes
+    owner_tag: bytes
+    turn_tag: bytes
+    size_bytes: int
+
+
+def seal_for_epoch(bound: EpochBound, user_id: str, row: RowColumns, expires_at: float, data_key: DataKey,
+          summary: bytes | None) -> tuple[bytes, bytes | None]:
+    """(wrapped data key, sealed summary or None) of ``row`` with ``expires_at``, under ``bound``'s epoch."""
+    if epoch_of(expires_at, bound.length) != bound.epoch:
+        raise IntegrityError("a row is sealed under an epoch its expiry does not fall in")
+    context = RowContext(bound.vault_id, row.row_id)
+    wrapped = bound.wrap(data_key, wrap_aad_v3(context, user_id, bound.version, bound.length, bound.epoch))
+    if summary is None:
+        return wrapped, None
+    aad = summary_aad_v3(context, row.owner_tag, row.turn_tag, expires_at, row.size_bytes, bound.version,
+                         bound.length, bound.epoch)
+    return wrapped, bound.seal_summary(row.turn_tag, summary, aad)
