@@ -41,9 +41,6 @@ def plant(db_path, *statements):
 
 
 @pytest.mark.sqlite_only("plants rows in the SQLite file")
-@pytest.mark.xfail(strict=True, reason="finding 1: record_epoch_commitment ignores a conflicting row silently and "
-                   "_write caches and returns the key anyway: a key the database never committed to, and a second "
-                   "process makes another one for the same epoch")
 def test_a_planted_dead_key_row_makes_the_vault_use_a_key_it_never_recorded(stores, db_path):
     ring, store = MemoryKeyring(), stores()
     store.commitments.live_epochs()  # the schema exists
@@ -60,9 +57,6 @@ def test_a_planted_dead_key_row_makes_the_vault_use_a_key_it_never_recorded(stor
 
 
 @pytest.mark.sqlite_only("plants rows in the SQLite file")
-@pytest.mark.xfail(strict=True, reason="finding 2: close_epochs inserts tombstones with INSERT OR IGNORE, so a "
-                   "tombstone planted as already swept keeps the entry in the keyring while destroy_ended reports "
-                   "the epoch destroyed and overdue() is empty")
 def test_a_tombstone_planted_as_swept_keeps_an_ended_epochs_key_alive(stores, db_path):
     ring, store = MemoryKeyring(), stores()
     epochs = epochs_of(store, ring)
@@ -74,8 +68,6 @@ def test_a_tombstone_planted_as_swept_keeps_an_ended_epochs_key_alive(stores, db
 
 
 @pytest.mark.sqlite_only("deletes rows in the SQLite file")
-@pytest.mark.xfail(strict=True, reason="finding 3: destruction and overdue() learn epochs only from the database; "
-                   "a writer who deletes an epoch's key record leaves its entry in the keyring forever, unreported")
 def test_a_deleted_key_record_leaves_the_entry_unreported_forever(stores, db_path):
     ring, store = MemoryKeyring(), stores()
     epochs = epochs_of(store, ring)
@@ -86,8 +78,6 @@ def test_a_deleted_key_record_leaves_the_entry_unreported_forever(stores, db_pat
 
 
 @pytest.mark.sqlite_only("plants rows in the SQLite file")
-@pytest.mark.xfail(strict=True, reason="finding 4: one malformed epoch row (a negative epoch) makes every "
-                   "close_epochs raise IntegrityError after the fact, so no epoch's key is destroyed any more")
 def test_one_malformed_epoch_row_blocks_the_destruction_of_every_epoch(stores, db_path):
     ring, store = MemoryKeyring(), stores()
     epochs = epochs_of(store, ring)
@@ -98,8 +88,6 @@ def test_one_malformed_epoch_row_blocks_the_destruction_of_every_epoch(stores, d
     assert epoch_entries(ring) == [], "the genuine ended epoch's key survived"
 
 
-@pytest.mark.xfail(strict=True, reason="finding 5: get_or_create returns a cached key before checking that the "
-                   "epoch has ended, contrary to 'a put will never wrap under an epoch that has ended at its clock'")
 def test_a_cached_key_is_handed_out_for_an_epoch_that_has_ended(stores):
     epochs = epochs_of(stores(), MemoryKeyring())
     epochs.get_or_create(EPOCH, START)
@@ -107,9 +95,6 @@ def test_a_cached_key_is_handed_out_for_an_epoch_that_has_ended(stores):
         epochs.get_or_create(EPOCH, END + SKEW + 60)
 
 
-@pytest.mark.xfail(strict=True, reason="finding 6: a process whose cache holds an epoch key keeps handing it to "
-                   "get_or_create after another process destroyed it (threat_model.md says a host behind 'is "
-                   "refused'); with a clock behind by more than the allowance its puts wrap under a dead key")
 def test_a_host_behind_with_a_cached_key_is_handed_the_destroyed_key(stores):
     ring = MemoryKeyring()
     gc, behind = epochs_of(stores(), ring), epochs_of(stores(), ring)
@@ -154,9 +139,10 @@ def test_a_rolled_back_database_does_not_bring_a_destroyed_key_back(stores, db_p
         source.backup(copy)
     epochs.destroy_ended(END + SKEW)
     restored = storage.open_store(backup)
-    try:
-        with pytest.raises(KeyUnavailable, match="missing"):  # step 2 must read this as NotFound for ended epochs
-            epochs_of(restored, ring).get_or_create(EPOCH, START + 1)
+    try:  # the backup lists the key live; the keyring's marker says it was destroyed: expired, not missing
+        assert epochs_of(restored, ring).get(EPOCH) is None
+        with pytest.raises(InvalidArgument, match="destroyed"):
+            epochs_of(restored, ring).get_or_create(EPOCH, START + 1)  # the clock wound back
         assert epoch_entries(ring) == []
     finally:
         restored.close()
@@ -195,8 +181,6 @@ def pg_epochs(pg_location):
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(strict=True, reason="finding 4 on PostgreSQL: one planted epoch row whose (epoch + 1) * length "
-                   "overflows bigint makes every close_epochs fail, so no epoch's key is destroyed any more")
 def test_pg_one_overflowing_epoch_row_blocks_the_destruction_of_every_epoch(pg_epochs, pg_admin):
     ring = MemoryKeyring()
     epochs = pg_epochs(ring)
@@ -219,8 +203,6 @@ def test_pg_an_overflowing_epoch_row_raises_only_a_vault_error(pg_epochs, pg_adm
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(strict=True, reason="finding 1 on PostgreSQL: _RECORD's ON CONFLICT DO NOTHING drops the "
-                   "commitment silently and the key is used anyway")
 def test_pg_a_planted_dead_key_row_makes_the_vault_use_a_key_it_never_recorded(pg_epochs, pg_admin):
     ring = MemoryKeyring()
     first = pg_epochs(ring)
@@ -234,8 +216,6 @@ def test_pg_a_planted_dead_key_row_makes_the_vault_use_a_key_it_never_recorded(p
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(strict=True, reason="finding 2 on PostgreSQL: close's ON CONFLICT DO NOTHING keeps a planted "
-                   "swept tombstone, so the entry outlives a destruction reported done")
 def test_pg_a_tombstone_planted_as_swept_keeps_an_ended_epochs_key_alive(pg_epochs, pg_admin):
     ring = MemoryKeyring()
     epochs = pg_epochs(ring)
@@ -246,9 +226,6 @@ def test_pg_a_tombstone_planted_as_swept_keeps_an_ended_epochs_key_alive(pg_epoc
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(strict=True, reason="finding 7: _write caches the key before the locked() transaction commits; "
-                   "a COMMIT that fails (a server lost at that moment; here a deferred trigger) leaves the process "
-                   "using a key the database never recorded, and every other process makes another")
 def test_pg_a_commit_that_fails_after_the_write_leaves_an_unrecorded_key_cached(pg_epochs, pg_admin):
     ring = MemoryKeyring()
     first = pg_epochs(ring)
@@ -278,9 +255,6 @@ def test_an_attempt_number_at_the_top_of_the_range_raises_only_a_vault_error(sto
 
 
 @pytest.mark.sqlite_only("plants rows in the SQLite file")
-@pytest.mark.xfail(strict=True, reason="finding 8: sweep deletes the entry of any unswept tombstone, even the "
-                   "recorded key of an epoch that has not ended: a writer of the file erases live rows and every "
-                   "backup of them at the next gc (and step 2 would report them NotFound, as expired)")
 def test_a_tombstone_planted_for_a_live_epoch_erases_its_key_at_the_next_gc(stores, db_path):
     ring, store = MemoryKeyring(), stores()
     epochs = epochs_of(store, ring)
