@@ -134,7 +134,7 @@ class EpochKeys:
         """Before this vault's first key of a length: the marker set just below the epochs a key can be made for
         from now on, so destruction probes every later epoch (True also when it cannot be written: best effort)."""
         with contextlib.suppress(KeyUnavailable):
-            if now >= length and self._marks.read(length) is None:
+            if now >= length and self._marks.known(length) is None and self._marks.read(length) is None:
                 self._marks.raise_to(length, epoch_of(now, length) - 1)
         return True
 
