@@ -77,7 +77,7 @@ def test_a_missing_key_the_marker_does_not_cover_is_key_unavailable(stores, db_p
     epochs_of(stores(), ring).get_or_create(EPOCH, START)
     backup = copy_of(db_path, tmp_path, "backup.db")
     epochs_of(stores(), ring).destroy_ended(END + SKEW)
-    ring.secrets.pop((SERVICE, MARK))
+    ring.secrets.pop((SERVICE, MARK), None)
     if marker is not None:
         ring.secrets[(SERVICE, MARK)] = marker
     with pytest.raises(KeyUnavailable, match="missing"):
