@@ -23,7 +23,7 @@ from keys.blind_index import tags_equal
 from keys.cache import KeyCache
 from keys.commitments import EpochRecords
 from keys.epoch_marks import DestroyedThrough
-from keys.epoch_sweep import Attempt, EpochSweeper
+from keys.epoch_sweep import Attempt, EpochSweeper, last_destroyable
 from keys.epochs import (
     DEFAULT_EPOCH_SECONDS,
     DEFAULT_SKEW_SECONDS,
@@ -44,7 +44,8 @@ _REPLACED = ("the OS keyring returned a different key for an expiry epoch than t
              "entry was replaced, or this is another keyring); restore it from the keyring backup")
 _MISSING = ("the key of an expiry epoch this vault recorded is missing from the OS keyring (wrong keyring, or the "
             "entry was deleted); restore the keyring from backup")
-_UNRECORDED = "the database did not record an expiry epoch's new key (a row conflicts with it); retry, or run doctor"
+_UNRECORDED = ("the database did not record an expiry epoch's new key (a row it holds for the epoch conflicts: "
+               "a writer of the database); the epoch gets no key")
 _DESTROYED = "this expiry epoch's key was destroyed; it gets no other"
 
 
@@ -115,8 +116,9 @@ class EpochKeys:
 
     def _create(self, epoch: Epoch, now: float) -> EpochKey:
         """Reserve, write and record a new key; cached only once its commitment is committed."""
-        if self._marks.covers(*epoch) or not self._start_marker(epoch[0], now):
+        if self._marks.covers(*epoch):
             raise InvalidArgument(_DESTROYED)
+        self._start_marker(epoch[0], now)
         attempt = self._records.reserve_epoch(*epoch, now, now - self.abandon_after)
         if attempt is None:
             raise InvalidArgument(_DESTROYED)
@@ -130,13 +132,14 @@ class EpochKeys:
         self._cache.put(epoch, key)
         return key
 
-    def _start_marker(self, length: int, now: float) -> bool:
-        """Before this vault's first key of a length: the marker set just below the epochs a key can be made for
-        from now on, so destruction probes every later epoch (True also when it cannot be written: best effort)."""
+    def _start_marker(self, length: int, now: float) -> None:
+        """Before this vault's first key of a length: the marker set where a destruction at ``now`` would set it
+        (the epochs a key could still be made for, and every later one, stay above it), so destruction probes every
+        epoch that can have a key. Best effort, as every marker write."""
+        first = last_destroyable(now, length, self.skew)
         with contextlib.suppress(KeyUnavailable):
-            if now >= length and self._marks.known(length) is None and self._marks.read(length) is None:
-                self._marks.raise_to(length, epoch_of(now, length) - 1)
-        return True
+            if first >= 0 and self._marks.known(length) is None and self._marks.read(length) is None:
+                self._marks.raise_to(length, first)
 
     def _write(self, epoch: Epoch, attempt: int) -> EpochKey:
         """Under the key lock: use the key another process recorded meanwhile (tombstoning our attempt unwritten),
@@ -148,6 +151,8 @@ class EpochKeys:
             return self._load(epoch, *recorded)
         if not self._records.epoch_pending(*epoch, attempt):
             raise KeyUnavailable("an expiry epoch's key was destroyed or abandoned while it was being made; retry")
+        if self._records.recorded_attempt(*epoch) is not None:  # a dead key row: only a writer of the database
+            raise KeyUnavailable(_UNRECORDED)  # leaves one; it would make the record a no-op (checked again below)
         name, key = epoch_name(epoch[0], epoch[1], attempt), EpochKey.generate()
         if self._keyring.get(self._service, name) is not None:  # a late write of an attempt rolled back by a writer
             self._keyring.delete(self._service, name)

@@ -30,6 +30,12 @@ PROBE_BATCH = 48  # newly ended epochs probed by one destruction at most; the ne
 MAX_LIFETIME_SECONDS = 30 * 86400  # vault.inputs: the longest a row lives (without a marker, how far back to look)
 
 
+def last_destroyable(now: float, length: int, skew: int) -> int:
+    """The last epoch whose key may be destroyed at ``now``: the highest e with ``(e + 1) * length + skew <= now``
+    (-1 before the first)."""
+    return math.floor(now - skew) // length - 1
+
+
 class EpochSweeper:
     """The keyring side of destroying epoch keys: sweeps tombstoned attempts and probes newly ended epochs."""
 
@@ -81,7 +87,7 @@ class EpochSweeper:
         """Look for entries of epochs of ``length`` ended (plus the skew allowance) since the marker; tombstone and
         close what is found. Returns (what was found, the last epoch probed, to raise the marker to; None when
         nothing was probed)."""
-        target = math.floor(now - self._skew) // length - 1  # the last epoch whose key may be destroyed at now
+        target = last_destroyable(now, length, self._skew)
         try:
             marker = marks.known(length)
             if marker is None or marker < target:

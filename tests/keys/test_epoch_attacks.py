@@ -49,11 +49,26 @@ def test_a_planted_dead_key_row_never_makes_the_vault_use_a_key_it_did_not_recor
     first, second = epochs_of(store, ring), epochs_of(stores(), ring)
     try:
         used = first.get_or_create(EPOCH, START)
-    except VaultError:
-        return  # refusing is sound
+    except VaultError:  # refusing is sound; without writing a keyring entry per refused put
+        assert epoch_entries(ring) == [] and first.get(EPOCH) is None
+        return
     recorded = store.commitments.epoch_commitment(*EPOCH)
     assert recorded is not None and recorded[1] == commitment(used), "a key was handed out uncommitted"
     assert commitment(second.get_or_create(EPOCH, START + 1)) == commitment(used), "two keys for one epoch"
+
+
+@pytest.mark.sqlite_only("plants a trigger in the SQLite file")
+def test_a_record_the_database_silently_drops_is_read_back_and_its_key_never_used(stores, db_path):
+    ring, store = MemoryKeyring(), stores()
+    store.commitments.live_epochs()
+    plant(db_path, "CREATE TRIGGER drop_it BEFORE INSERT ON epoch_keys BEGIN SELECT RAISE(IGNORE); END")
+    epochs = epochs_of(store, ring)
+    with pytest.raises(KeyUnavailable, match="did not record"):
+        epochs.get_or_create(EPOCH, START)
+    assert store.commitments.epoch_tombstones(unswept_only=True) == [(E, NUMBER, 1, False)]  # its entry goes
+    plant(db_path, "DROP TRIGGER drop_it")
+    assert commitment(epochs.get_or_create(EPOCH, START)) == store.commitments.epoch_commitment(*EPOCH)[1]
+    assert epochs.destroy_ended(END + SKEW).pending == [] and epoch_entries(ring) == []
 
 
 @pytest.mark.sqlite_only("plants rows in the SQLite file")
@@ -271,15 +286,3 @@ def test_a_tombstone_planted_for_a_live_epochs_key_is_refused_and_reported_not_s
     assert epoch_entries(ring) == [f"{E}.{NUMBER}.1"], "a live epoch's key was deleted from the keyring"
     assert done.refused == [(E, NUMBER, 1)] and epochs.sweep(START + 60) == []
     assert epochs.destroy_ended(END + SKEW).refused == [] and epoch_entries(ring) == []  # ended: it goes
-
-
-@pytest.mark.sqlite_only("rewrites rows in the SQLite file")
-@pytest.mark.parametrize("rewrite", ["DELETE FROM epoch_keys", "UPDATE epoch_keys SET attempt = 9"])
-def test_a_live_epochs_key_record_removed_or_moved_and_its_key_tombstoned_is_not_swept_before_the_end(
-        stores, db_path, rewrite):
-    ring, store = MemoryKeyring(), stores()
-    epochs_of(store, ring).get_or_create(EPOCH, START)
-    plant(db_path, rewrite, f"INSERT INTO epoch_tombstones VALUES ({E}, {NUMBER}, 1, x'', 0)")
-    epochs = epochs_of(stores(), ring)  # no cache: the database no longer shows a working key beside attempt 1
-    assert epochs.sweep(START + 60) == [] and epoch_entries(ring) == [f"{E}.{NUMBER}.1"]
-    assert epochs.destroy_ended(END + SKEW).pending == [] and epoch_entries(ring) == []

@@ -174,6 +174,7 @@ def test_at_steady_state_the_keyring_holds_lifetime_over_length_plus_one_entries
         epochs.destroy_ended(now)
         assert len(epoch_entries(ring)) == min(hour + 1, 3 + 1)  # the epochs rows still expire in
     assert epochs.destroy_ended(START + 52 * E + SKEW).destroyed and epoch_entries(ring) == []
+    assert list(markers(ring)) == [f"{E}.destroyed-through"]  # and one marker beside them
 
 
 def child_main() -> None:

@@ -1,5 +1,5 @@
 """The keyring's "destroyed through" marker of expiry epochs (keys/epoch_marks.py), the probe for entries the
-database no longer lists (keys/epoch_sweep.py) and the check a put makes inside its transaction
+database no longer lists and the sweep's rules (keys/epoch_sweep.py), and the check a put makes inside its transaction
 (``EpochKeys.still_recorded``): a restored backup of the database, its clock wound back, reads a destroyed epoch's
 key as gone (NotFound for its rows), never as a missing key; only a key not known destroyed is KeyUnavailable."""
 
@@ -12,6 +12,7 @@ import pytest
 
 from keys.keyset import serialize_single_key
 from keys.testing import MemoryKeyring
+from tests.keys.test_epoch_attacks import plant
 from tests.keys.test_epoch_keys import (
     END,
     EPOCH,
@@ -105,11 +106,11 @@ def test_the_marker_only_rises_and_a_keyring_refusing_it_does_not_stop_the_delet
     epochs, behind = epochs_of(stores(), ring), epochs_of(stores(), ring)
     for epoch in (EPOCH, LATER):
         epochs.get_or_create(epoch, START)
-    assert markers(ring) == {MARK: str(NUMBER - 1)}  # set below the first epoch a key was made for
+    assert markers(ring) == {MARK: str(NUMBER - 2)}  # where a destruction at START would set it
     ring.refuse_writes = True
     done = epochs.destroy_ended(END + SKEW)
     assert done.destroyed == [EPOCH] and epoch_entries(ring) == [f"{E}.{NUMBER + 1}.1"]
-    assert markers(ring) == {MARK: str(NUMBER - 1)}
+    assert markers(ring) == {MARK: str(NUMBER - 2)}
     ring.refuse_writes = False
     assert epochs.destroy_ended(END + E + SKEW).destroyed == [LATER] and markers(ring) == {MARK: str(NUMBER + 1)}
     behind.destroy_ended(END + SKEW)  # a process whose clock is behind
@@ -140,6 +141,18 @@ def test_an_unlisted_entry_under_a_later_attempt_is_found_once_its_epoch_ends(st
     assert epoch_entries(ring) == [f"{E}.{NUMBER + 1}.1", f"{E}.{NUMBER + 5}.1"]
     assert epochs.destroy_ended(START + 6 * E + SKEW).found_unlisted == [(E, NUMBER + 5, 1)]
     assert epoch_entries(ring) == []
+
+
+@pytest.mark.sqlite_only("rewrites rows in the SQLite file")
+@pytest.mark.parametrize("rewrite", ["DELETE FROM epoch_keys", "UPDATE epoch_keys SET attempt = 9"])
+def test_a_live_epochs_key_record_removed_or_moved_and_its_key_tombstoned_is_not_swept_before_the_end(
+        stores, db_path, rewrite):
+    ring, store = MemoryKeyring(), stores()
+    epochs_of(store, ring).get_or_create(EPOCH, START)
+    plant(db_path, rewrite, f"INSERT INTO epoch_tombstones VALUES ({E}, {NUMBER}, 1, x'', 0)")
+    epochs = epochs_of(stores(), ring)  # no cache: the database no longer shows a working key beside attempt 1
+    assert epochs.sweep(START + 60) == [] and epoch_entries(ring) == [f"{E}.{NUMBER}.1"]
+    assert epochs.destroy_ended(END + SKEW).pending == [] and epoch_entries(ring) == []
 
 
 class CountingKeyring(MemoryKeyring):
