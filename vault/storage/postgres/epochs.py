@@ -76,6 +76,7 @@ _CLOSE = tuple(checked(statement) for statement in (  # as on SQLite (vault/stor
 ))
 _TOMBSTONES = checked("SELECT length, epoch, attempt, swept FROM epoch_tombstones WHERE attempt > 0 AND {valid} "
                       "ORDER BY length, epoch, attempt")
+_UNSWEPT_ONLY = _TOMBSTONES.replace("WHERE attempt > 0", "WHERE swept IS NOT TRUE AND attempt > 0")
 _LISTED = checked("SELECT length, epoch FROM epoch_keys WHERE {valid} ORDER BY (epoch + 1) * length, length")
 _ROW = checked("SELECT attempt FROM epoch_keys WHERE length = %(len)s AND epoch = %(e)s AND {valid}")
 _KNOWN = checked("SELECT epoch, attempt FROM epoch_keys WHERE length = %(len)s AND epoch BETWEEN %(a)s AND %(b)s "
@@ -166,8 +167,9 @@ class PgEpochRecords:
 
     def epoch_tombstones(self, unswept_only: bool) -> list[tuple[int, int, int, bool]]:
         """(length, epoch, attempt, swept) of destroyed attempts."""
+        rows = self._store.query(_UNSWEPT_ONLY if unswept_only else _TOMBSTONES)  # each gc reads the unswept only
         found = [(_number(length), _number(epoch), _number(attempt), swept is True)
-                 for length, epoch, attempt, swept in self._store.query(_TOMBSTONES)]
+                 for length, epoch, attempt, swept in rows]
         return [found_one for found_one in found if not (unswept_only and found_one[3])]
 
     def mark_epochs_swept(self, attempts: list[tuple[int, int, int]]) -> None:

@@ -74,6 +74,7 @@ CLOSE = tuple(checked(statement) for statement in (
 ))
 _TOMBSTONES = checked("SELECT length, epoch, attempt, swept FROM epoch_tombstones WHERE attempt > 0 AND {valid} "
                       "ORDER BY length, epoch, attempt")
+_UNSWEPT_ONLY = _TOMBSTONES.replace("WHERE attempt > 0", "WHERE swept IS NOT 1 AND attempt > 0")
 _LISTED = checked("SELECT length, epoch FROM epoch_keys WHERE {valid} ORDER BY (epoch + 1) * length, length")
 _ROW = checked("SELECT attempt FROM epoch_keys WHERE length = ?1 AND epoch = ?2 AND {valid}")
 # every attempt of one length's epochs from ?2 to ?3 the database lists, in any of the three tables
@@ -143,8 +144,9 @@ class SqliteEpochRecords:
 
     def epoch_tombstones(self, unswept_only: bool) -> list[tuple[int, int, int, bool]]:
         """(length, epoch, attempt, swept) of destroyed attempts."""
+        rows = self._store.query(_UNSWEPT_ONLY if unswept_only else _TOMBSTONES)  # each gc reads the unswept only
         found = [(_number(length), _number(epoch), _number(attempt), swept == 1)
-                 for length, epoch, attempt, swept in self._store.query(_TOMBSTONES)]
+                 for length, epoch, attempt, swept in rows]
         return [found_one for found_one in found if not (unswept_only and found_one[3])]
 
     def mark_epochs_swept(self, attempts: list[tuple[int, int, int]]) -> None:
