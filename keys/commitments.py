@@ -79,10 +79,27 @@ class EpochRecords(Protocol):
         drop its commitment, committed before any entry is deleted; returns the (length, epoch) that had a key."""
 
     def epoch_tombstones(self, unswept_only: bool) -> list[tuple[int, int, int, bool]]:
-        """(length, epoch, attempt, swept) of destroyed attempts (closing markers, attempt 0, left out)."""
+        """(length, epoch, attempt, swept) of destroyed attempts (closing markers, attempt 0, left out). Closing an
+        epoch, or tombstoning an attempt, makes its tombstone unswept even where one was already marked swept."""
 
     def mark_epochs_swept(self, attempts: list[tuple[int, int, int]]) -> None:
         """Record that these destroyed attempts' keyring entries are gone."""
 
     def live_epochs(self) -> list[tuple[int, int]]:
-        """(length, epoch) of every epoch with a recorded key, oldest first."""
+        """(length, epoch) of every epoch with a recorded key, oldest first. Every listing and closing leaves out
+        rows no vault writes (a length out of bounds, a negative number, an end past 63 bits): see bad_epoch_rows."""
+
+    def recorded_attempt(self, length: int, epoch: int) -> int | None:
+        """The attempt of the epoch's key row, whether or not a tombstone names it."""
+
+    def known_attempts(self, length: int, first: int, last: int) -> set[tuple[int, int]]:
+        """(epoch, attempt) of every attempt of epochs ``first`` to ``last`` listed in any of the epoch tables."""
+
+    def oldest_epoch(self, length: int) -> int | None:
+        """The lowest epoch of ``length`` listed in any of the epoch tables."""
+
+    def close_found(self, attempts: list[tuple[int, int, int]]) -> None:
+        """Tombstone (unswept) attempts whose entries were found in the keyring unlisted, and close their epochs."""
+
+    def bad_epoch_rows(self) -> int:
+        """How many rows of the epoch tables no vault writes (left out of every listing and closing)."""

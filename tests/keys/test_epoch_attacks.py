@@ -1,6 +1,6 @@
 """Attacks on the expiry epochs' key store as step 2 will rely on it (issue 16 step 1 review; threat_model.md,
-"Expiry epochs"): a writer of the database, a clock behind, a second process with a cache. Tests marked xfail
-(strict) show a flaw step 2 must close; the others show what holds."""
+"Expiry epochs"): a writer of the database, a clock behind, a second process with a cache, a COMMIT that fails.
+The review's findings, each closed (the tests were strict xfails until then), then what held from the start."""
 
 from __future__ import annotations
 
@@ -41,10 +41,7 @@ def plant(db_path, *statements):
 
 
 @pytest.mark.sqlite_only("plants rows in the SQLite file")
-@pytest.mark.xfail(strict=True, reason="finding 1: record_epoch_commitment ignores a conflicting row silently and "
-                   "_write caches and returns the key anyway: a key the database never committed to, and a second "
-                   "process makes another one for the same epoch")
-def test_a_planted_dead_key_row_makes_the_vault_use_a_key_it_never_recorded(stores, db_path):
+def test_a_planted_dead_key_row_never_makes_the_vault_use_a_key_it_did_not_record(stores, db_path):
     ring, store = MemoryKeyring(), stores()
     store.commitments.live_epochs()  # the schema exists
     plant(db_path, f"INSERT INTO epoch_keys VALUES ({E}, {NUMBER}, 7, x'00')",
@@ -52,18 +49,30 @@ def test_a_planted_dead_key_row_makes_the_vault_use_a_key_it_never_recorded(stor
     first, second = epochs_of(store, ring), epochs_of(stores(), ring)
     try:
         used = first.get_or_create(EPOCH, START)
-    except VaultError:
-        return  # refusing is sound
+    except VaultError:  # refusing is sound; without writing a keyring entry per refused put
+        assert epoch_entries(ring) == [] and first.get(EPOCH) is None
+        return
     recorded = store.commitments.epoch_commitment(*EPOCH)
     assert recorded is not None and recorded[1] == commitment(used), "a key was handed out uncommitted"
     assert commitment(second.get_or_create(EPOCH, START + 1)) == commitment(used), "two keys for one epoch"
 
 
+@pytest.mark.sqlite_only("plants a trigger in the SQLite file")
+def test_a_record_the_database_silently_drops_is_read_back_and_its_key_never_used(stores, db_path):
+    ring, store = MemoryKeyring(), stores()
+    store.commitments.live_epochs()
+    plant(db_path, "CREATE TRIGGER drop_it BEFORE INSERT ON epoch_keys BEGIN SELECT RAISE(IGNORE); END")
+    epochs = epochs_of(store, ring)
+    with pytest.raises(KeyUnavailable, match="did not record"):
+        epochs.get_or_create(EPOCH, START)
+    assert store.commitments.epoch_tombstones(unswept_only=True) == [(E, NUMBER, 1, False)]  # its entry goes
+    plant(db_path, "DROP TRIGGER drop_it")
+    assert commitment(epochs.get_or_create(EPOCH, START)) == store.commitments.epoch_commitment(*EPOCH)[1]
+    assert epochs.destroy_ended(END + SKEW).pending == [] and epoch_entries(ring) == []
+
+
 @pytest.mark.sqlite_only("plants rows in the SQLite file")
-@pytest.mark.xfail(strict=True, reason="finding 2: close_epochs inserts tombstones with INSERT OR IGNORE, so a "
-                   "tombstone planted as already swept keeps the entry in the keyring while destroy_ended reports "
-                   "the epoch destroyed and overdue() is empty")
-def test_a_tombstone_planted_as_swept_keeps_an_ended_epochs_key_alive(stores, db_path):
+def test_a_tombstone_planted_as_swept_does_not_keep_an_ended_epochs_key_alive(stores, db_path):
     ring, store = MemoryKeyring(), stores()
     epochs = epochs_of(store, ring)
     epochs.get_or_create(EPOCH, START)
@@ -74,43 +83,40 @@ def test_a_tombstone_planted_as_swept_keeps_an_ended_epochs_key_alive(stores, db
 
 
 @pytest.mark.sqlite_only("deletes rows in the SQLite file")
-@pytest.mark.xfail(strict=True, reason="finding 3: destruction and overdue() learn epochs only from the database; "
-                   "a writer who deletes an epoch's key record leaves its entry in the keyring forever, unreported")
-def test_a_deleted_key_record_leaves_the_entry_unreported_forever(stores, db_path):
+def test_an_entry_whose_key_record_was_deleted_is_found_and_destroyed_when_its_epoch_ends(stores, db_path):
     ring, store = MemoryKeyring(), stores()
     epochs = epochs_of(store, ring)
     epochs.get_or_create(EPOCH, START)
     plant(db_path, "DELETE FROM epoch_keys", "DELETE FROM epoch_reservations")
-    epochs.destroy_ended(END + SKEW)
-    assert epoch_entries(ring) == [] or epochs.overdue(END + SKEW) == [EPOCH]
+    assert epochs.destroy_ended(END + SKEW - 1).found_unlisted == []  # not ended yet: not looked for
+    done = epochs.destroy_ended(END + SKEW)
+    assert done.found_unlisted == [(E, NUMBER, 1)] and done.pending == [] and epoch_entries(ring) == []
+    assert epochs.overdue(END + SKEW) == [] and epochs.get(EPOCH) is None
+    with pytest.raises(InvalidArgument, match="destroyed"):  # closed for good, as a listed epoch would be
+        epochs_of(stores(), ring).get_or_create(EPOCH, START + 1)
 
 
 @pytest.mark.sqlite_only("plants rows in the SQLite file")
-@pytest.mark.xfail(strict=True, reason="finding 4: one malformed epoch row (a negative epoch) makes every "
-                   "close_epochs raise IntegrityError after the fact, so no epoch's key is destroyed any more")
-def test_one_malformed_epoch_row_blocks_the_destruction_of_every_epoch(stores, db_path):
+def test_one_malformed_epoch_row_is_reported_and_does_not_block_the_destruction_of_the_others(stores, db_path):
     ring, store = MemoryKeyring(), stores()
     epochs = epochs_of(store, ring)
     epochs.get_or_create(EPOCH, START)
-    plant(db_path, f"INSERT INTO epoch_keys VALUES ({E}, -5, 1, x'00')")
-    with contextlib.suppress(VaultError):
-        epochs.destroy_ended(END + SKEW)
-    assert epoch_entries(ring) == [], "the genuine ended epoch's key survived"
+    plant(db_path, f"INSERT INTO epoch_keys VALUES ({E}, -5, 1, x'00')",
+          f"INSERT INTO epoch_tombstones VALUES (0, {NUMBER}, 1, x'', 0)",  # a length no vault uses: no division by 0
+          f"INSERT INTO epoch_reservations VALUES ({E}, 'five', 1, 0)")
+    done = epochs.destroy_ended(END + SKEW)
+    assert done.destroyed == [EPOCH] and epoch_entries(ring) == [], "the genuine ended epoch's key survived"
+    assert done.bad_rows == 3 and epochs.bad_rows() == 3 and epochs.overdue(END + SKEW) == []
 
 
-@pytest.mark.xfail(strict=True, reason="finding 5: get_or_create returns a cached key before checking that the "
-                   "epoch has ended, contrary to 'a put will never wrap under an epoch that has ended at its clock'")
-def test_a_cached_key_is_handed_out_for_an_epoch_that_has_ended(stores):
+def test_a_cached_key_is_not_handed_out_for_an_epoch_that_has_ended(stores):
     epochs = epochs_of(stores(), MemoryKeyring())
     epochs.get_or_create(EPOCH, START)
     with pytest.raises(InvalidArgument):
         epochs.get_or_create(EPOCH, END + SKEW + 60)
 
 
-@pytest.mark.xfail(strict=True, reason="finding 6: a process whose cache holds an epoch key keeps handing it to "
-                   "get_or_create after another process destroyed it (threat_model.md says a host behind 'is "
-                   "refused'); with a clock behind by more than the allowance its puts wrap under a dead key")
-def test_a_host_behind_with_a_cached_key_is_handed_the_destroyed_key(stores):
+def test_a_host_behind_with_a_cached_key_is_refused_once_another_destroyed_the_epoch(stores):
     ring = MemoryKeyring()
     gc, behind = epochs_of(stores(), ring), epochs_of(stores(), ring)
     behind.get_or_create(EPOCH, START)
@@ -154,9 +160,10 @@ def test_a_rolled_back_database_does_not_bring_a_destroyed_key_back(stores, db_p
         source.backup(copy)
     epochs.destroy_ended(END + SKEW)
     restored = storage.open_store(backup)
-    try:
-        with pytest.raises(KeyUnavailable, match="missing"):  # step 2 must read this as NotFound for ended epochs
-            epochs_of(restored, ring).get_or_create(EPOCH, START + 1)
+    try:  # the backup lists the key live; the keyring's marker says it was destroyed: expired, not missing
+        assert epochs_of(restored, ring).get(EPOCH) is None
+        with pytest.raises(InvalidArgument, match="destroyed"):
+            epochs_of(restored, ring).get_or_create(EPOCH, START + 1)  # the clock wound back
         assert epoch_entries(ring) == []
     finally:
         restored.close()
@@ -195,16 +202,15 @@ def pg_epochs(pg_location):
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(strict=True, reason="finding 4 on PostgreSQL: one planted epoch row whose (epoch + 1) * length "
-                   "overflows bigint makes every close_epochs fail, so no epoch's key is destroyed any more")
-def test_pg_one_overflowing_epoch_row_blocks_the_destruction_of_every_epoch(pg_epochs, pg_admin):
+def test_pg_one_overflowing_epoch_row_is_reported_and_does_not_block_the_destruction_of_the_others(pg_epochs, pg_admin):
     ring = MemoryKeyring()
     epochs = pg_epochs(ring)
     epochs.get_or_create(EPOCH, START)
     pg_admin.execute(f"INSERT INTO epoch_keys VALUES ({E}, {2**62}, 1, '\\x00'::bytea)")
-    with contextlib.suppress(VaultError):
-        epochs.destroy_ended(END + SKEW)
-    assert epoch_entries(ring) == [], "the genuine ended epoch's key survived"
+    pg_admin.execute(f"INSERT INTO epoch_tombstones VALUES (0, {NUMBER}, 1, '\\x'::bytea, false)")
+    done = epochs.destroy_ended(END + SKEW)
+    assert done.destroyed == [EPOCH] and epoch_entries(ring) == [], "the genuine ended epoch's key survived"
+    assert done.bad_rows == 2 and epochs.bad_rows() == 2 and epochs.overdue(END + SKEW) == []
 
 
 @pytest.mark.postgres
@@ -219,9 +225,7 @@ def test_pg_an_overflowing_epoch_row_raises_only_a_vault_error(pg_epochs, pg_adm
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(strict=True, reason="finding 1 on PostgreSQL: _RECORD's ON CONFLICT DO NOTHING drops the "
-                   "commitment silently and the key is used anyway")
-def test_pg_a_planted_dead_key_row_makes_the_vault_use_a_key_it_never_recorded(pg_epochs, pg_admin):
+def test_pg_a_planted_dead_key_row_never_makes_the_vault_use_a_key_it_did_not_record(pg_epochs, pg_admin):
     ring = MemoryKeyring()
     first = pg_epochs(ring)
     pg_admin.execute(f"INSERT INTO epoch_keys VALUES ({E}, {NUMBER}, 7, '\\x00'::bytea)")
@@ -234,9 +238,7 @@ def test_pg_a_planted_dead_key_row_makes_the_vault_use_a_key_it_never_recorded(p
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(strict=True, reason="finding 2 on PostgreSQL: close's ON CONFLICT DO NOTHING keeps a planted "
-                   "swept tombstone, so the entry outlives a destruction reported done")
-def test_pg_a_tombstone_planted_as_swept_keeps_an_ended_epochs_key_alive(pg_epochs, pg_admin):
+def test_pg_a_tombstone_planted_as_swept_does_not_keep_an_ended_epochs_key_alive(pg_epochs, pg_admin):
     ring = MemoryKeyring()
     epochs = pg_epochs(ring)
     epochs.get_or_create(EPOCH, START)
@@ -246,10 +248,7 @@ def test_pg_a_tombstone_planted_as_swept_keeps_an_ended_epochs_key_alive(pg_epoc
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(strict=True, reason="finding 7: _write caches the key before the locked() transaction commits; "
-                   "a COMMIT that fails (a server lost at that moment; here a deferred trigger) leaves the process "
-                   "using a key the database never recorded, and every other process makes another")
-def test_pg_a_commit_that_fails_after_the_write_leaves_an_unrecorded_key_cached(pg_epochs, pg_admin):
+def test_pg_a_commit_that_fails_after_the_write_leaves_no_unrecorded_key_cached(pg_epochs, pg_admin):
     ring = MemoryKeyring()
     first = pg_epochs(ring)
     first.get((E, NUMBER + 5))  # the store is open and checked before the fault is planted
@@ -278,13 +277,12 @@ def test_an_attempt_number_at_the_top_of_the_range_raises_only_a_vault_error(sto
 
 
 @pytest.mark.sqlite_only("plants rows in the SQLite file")
-@pytest.mark.xfail(strict=True, reason="finding 8: sweep deletes the entry of any unswept tombstone, even the "
-                   "recorded key of an epoch that has not ended: a writer of the file erases live rows and every "
-                   "backup of them at the next gc (and step 2 would report them NotFound, as expired)")
-def test_a_tombstone_planted_for_a_live_epoch_erases_its_key_at_the_next_gc(stores, db_path):
+def test_a_tombstone_planted_for_a_live_epochs_key_is_refused_and_reported_not_swept(stores, db_path):
     ring, store = MemoryKeyring(), stores()
     epochs = epochs_of(store, ring)
     epochs.get_or_create(EPOCH, START)
     plant(db_path, f"INSERT INTO epoch_tombstones VALUES ({E}, {NUMBER}, 1, x'', 0)")
-    epochs.destroy_ended(START + 60)  # the epoch has 59 minutes to run
+    done = epochs.destroy_ended(START + 60)  # the epoch has 59 minutes to run
     assert epoch_entries(ring) == [f"{E}.{NUMBER}.1"], "a live epoch's key was deleted from the keyring"
+    assert done.refused == [(E, NUMBER, 1)] and epochs.sweep(START + 60) == []
+    assert epochs.destroy_ended(END + SKEW).refused == [] and epoch_entries(ring) == []  # ended: it goes

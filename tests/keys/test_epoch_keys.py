@@ -16,6 +16,7 @@ import pytest
 from keyring.backend import KeyringBackend
 
 from keys import KeyManager, KeyringEdge
+from keys.epoch_marks import MARKER
 from keys.epochs import EpochKey, epoch_name
 from keys.keyset import serialize_single_key
 from keys.testing import MemoryKeyring
@@ -61,7 +62,12 @@ def epochs_of(store, ring, **settings):
 
 
 def epoch_entries(ring: MemoryKeyring) -> list[str]:
-    return sorted(user for service, user in ring.secrets if service == SERVICE)
+    """The keyring's epoch key entries (not the "destroyed through" markers beside them, keys/epoch_marks.py)."""
+    return sorted(user for service, user in ring.secrets if service == SERVICE and not user.endswith(MARKER))
+
+
+def markers(ring: MemoryKeyring) -> dict[str, str]:
+    return {user: secret for (service, user), secret in ring.secrets.items() if user.endswith(MARKER)}
 
 
 def commitment(key: EpochKey) -> bytes:
@@ -168,6 +174,7 @@ def test_at_steady_state_the_keyring_holds_lifetime_over_length_plus_one_entries
         epochs.destroy_ended(now)
         assert len(epoch_entries(ring)) == min(hour + 1, 3 + 1)  # the epochs rows still expire in
     assert epochs.destroy_ended(START + 52 * E + SKEW).destroyed and epoch_entries(ring) == []
+    assert list(markers(ring)) == [f"{E}.destroyed-through"]  # and one marker beside them
 
 
 def child_main() -> None:
@@ -199,7 +206,8 @@ def test_two_processes_racing_to_make_an_epochs_first_key_end_with_one(stores, d
     outputs = [child.communicate(timeout=60)[0].strip() for child in children]
     assert [child.returncode for child in children] == [0, 0]
     assert outputs[0] == outputs[1] and sorted(os.listdir(go)) == ["a", "b"]
-    names = [key.split("\0")[1] for key in load(keyring_file) if key.startswith(SERVICE + "\0")]
+    names = [key.split("\0")[1] for key in load(keyring_file) if key.startswith(SERVICE + "\0")
+             and not key.endswith(MARKER)]
     assert len(names) == 1 and store.commitments.epoch_commitment(*EPOCH)[0] == int(names[0].rsplit(".", 1)[1])
     assert [attempt for _, _, attempt, _ in store.commitments.epoch_tombstones(unswept_only=True)] == \
         [3 - int(names[0].rsplit(".", 1)[1])]  # the loser's attempt, never written

@@ -1,0 +1,133 @@
+"""Deleting the keyring entries of destroyed expiry-epoch attempts, and looking for entries the database no longer
+lists (keys/epoch_entries.py; threat_model.md, "Expiry epochs").
+
+* A sweep deletes the entry of an unswept tombstone once its epoch has ended (plus the skew allowance). Before
+  then only a spare attempt goes (a lost race, a failed write): one whose epoch's recorded key is another attempt
+  that loads and checks out. A tombstone naming the recorded key of an epoch that has not ended is a writer of the
+  database asking for a live key to be erased from every copy: never swept early, reported.
+* A probe asks the keyring for the names of epochs that ended since the "destroyed through" marker
+  (keys/epoch_marks.py): attempts 1 to the highest the database lists (at most PROBE_TOP) plus PROBE_GAP, each one
+  it finds (and continuing PROBE_GAP past it). Attempt numbers are handed out in order, so the live key of an epoch
+  whose records a writer deleted is attempt 1 unless a write failed or a race was lost first; PROBE_GAP = 2 covers
+  one such failure with every record of it deleted. What it finds is tombstoned and its epoch closed, then swept.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from keys.commitments import EpochRecords
+from keys.epoch_marks import DestroyedThrough
+from keys.epochs import EpochKey, destroy_after, epoch_name
+from keys.errors import KeyUnavailable, VaultError
+from keys.keyring_edge import KeyringEdge
+
+Attempt = tuple[int, int, int]  # (length, epoch number, attempt)
+PROBE_GAP = 2
+PROBE_TOP = 16  # listed attempts past this are not probed one by one (only a writer of the database lists more)
+PROBE_BATCH = 48  # newly ended epochs probed by one destruction at most; the next one goes on from the marker
+MAX_LIFETIME_SECONDS = 30 * 86400  # vault.inputs: the longest a row lives (without a marker, how far back to look)
+
+
+def last_destroyable(now: float, length: int, skew: int) -> int:
+    """The last epoch whose key may be destroyed at ``now``: the highest e with ``(e + 1) * length + skew <= now``
+    (-1 before the first)."""
+    return math.floor(now - skew) // length - 1
+
+
+class EpochSweeper:
+    """The keyring side of destroying epoch keys: sweeps tombstoned attempts and probes newly ended epochs."""
+
+    __slots__ = ("_keyring", "_load", "_records", "_service", "_skew")
+
+    def __init__(self, keyring: KeyringEdge, records: EpochRecords, service: str, skew: int,
+                 load: Callable[[tuple[int, int], int, bytes], EpochKey]) -> None:
+        self._keyring, self._records, self._service, self._skew, self._load = keyring, records, service, skew, load
+
+    def sweep(self, now: float) -> tuple[list[Attempt], list[Attempt]]:
+        """Delete the entries of unswept tombstones that may go at ``now``; returns (the attempts the keyring
+        failed to delete, the tombstones refused as naming a live epoch's recorded key)."""
+        swept, pending, refused = [], [], []
+        working: dict[tuple[int, int], int | None] = {}
+        for length, epoch, attempt, _ in self._records.epoch_tombstones(unswept_only=True):
+            if destroy_after(epoch, length, self._skew) > now:
+                verdict = self._spare(length, epoch, attempt, working)
+                if verdict is None:
+                    refused.append((length, epoch, attempt))
+                if not verdict:
+                    continue
+            try:
+                self._keyring.delete(self._service, epoch_name(length, epoch, attempt))
+            except KeyUnavailable:
+                pending.append((length, epoch, attempt))
+            else:
+                swept.append((length, epoch, attempt))
+        self._records.mark_epochs_swept(swept)
+        return pending, refused
+
+    def _spare(self, length: int, epoch: int, attempt: int, working: dict[tuple[int, int], int | None]) -> bool | None:
+        """For a tombstone of an epoch that has not ended: None when it names the epoch's recorded key (tampering);
+        True when the epoch's recorded key is another attempt that loads and checks out; else False (left until the
+        epoch ends: without a working key beside it, the database cannot tell a spare from the live key)."""
+        try:
+            if self._records.recorded_attempt(length, epoch) == attempt:
+                return None
+            if (length, epoch) not in working:
+                working[(length, epoch)] = None
+                live = self._records.epoch_commitment(length, epoch)
+                if live is not None:
+                    self._load((length, epoch), *live)
+                    working[(length, epoch)] = live[0]
+        except VaultError:  # the recorded key is missing or replaced, or its row malformed
+            return False
+        return working[(length, epoch)] not in (None, attempt)
+
+    def probe(self, now: float, length: int, marks: DestroyedThrough) -> tuple[list[Attempt], int | None]:
+        """Look for entries of epochs of ``length`` ended (plus the skew allowance) since the marker; tombstone and
+        close what is found. Returns (what was found, the last epoch probed, to raise the marker to; None when
+        nothing was probed)."""
+        target = last_destroyable(now, length, self._skew)
+        try:
+            marker = marks.known(length)
+            if marker is None or marker < target:
+                marker = marks.read(length)
+        except KeyUnavailable:
+            return [], None
+        if marker is None:
+            oldest = self._records.oldest_epoch(length)
+            first = -1 if oldest is None else max(oldest, target - MAX_LIFETIME_SECONDS // length - 1)
+        else:
+            first = marker + 1
+        last = min(target, first + PROBE_BATCH - 1)
+        if first < 0 or first > last:
+            return [], None
+        known = self._records.known_attempts(length, first, last)
+        unswept = {(epoch, attempt) for other, epoch, attempt, _ in self._records.epoch_tombstones(unswept_only=True)
+                   if other == length}
+        found: list[Attempt] = []
+        probed = None
+        for epoch in range(first, last + 1):
+            try:
+                found += self._probe_epoch(length, epoch, [a for e, a in known if e == epoch], unswept)
+            except KeyUnavailable:
+                break
+            probed = epoch
+        self._records.close_found(found)
+        return found, probed
+
+    def _probe_epoch(self, length: int, epoch: int, listed: list[int], unswept: set[tuple[int, int]]) -> list[Attempt]:
+        """The entries of one ended epoch the keyring holds and no unswept tombstone will delete."""
+        found: list[Attempt] = []
+        top, attempt = min(max(listed, default=0), PROBE_TOP) + PROBE_GAP, 0
+        while attempt < top:
+            attempt += 1
+            if (epoch, attempt) in unswept:
+                continue
+            if self._keyring.get(self._service, epoch_name(length, epoch, attempt)) is not None:
+                found.append((length, epoch, attempt))
+                top = max(top, min(attempt, PROBE_TOP) + PROBE_GAP)
+        return found
+
+    def __repr__(self) -> str:
+        return "<EpochSweeper>"
