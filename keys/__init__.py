@@ -15,11 +15,12 @@ from keys.keyset import MAX_VERSION as MAX_KEY_VERSION
 from keys.keyset import OwnerKeyset
 from keys.ledger import DeletionLedgers, Ledger, SealedLedger
 from keys.manager import NO_OWNER_KEYS, KeyManager
-from keys.rowseal import OpenedRow, PutEpoch, RowRecipe, RowWriter, SealedRow
+from keys.rowseal import EPOCH_CLOSED, OpenedRow, PutEpoch, RowRecipe, RowWriter, SealedRow
 from keys.turnsummaries import TurnSummaries
 
 __all__ = [
     "CHUNK_BYTES",
+    "EPOCH_CLOSED",
     "MAX_KEY_VERSION",
     "NO_OWNER_KEYS",
     "DeletionLedgers",

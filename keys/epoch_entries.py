@@ -164,6 +164,11 @@ class EpochKeys:
             raise KeyUnavailable(_UNRECORDED)  # the caller tombstones the attempt: its entry is swept
         return key
 
+    def destroyed(self, epoch: Epoch) -> bool:
+        """Whether the keyring's marker says ``epoch``'s key was destroyed (so a row naming it is gone, not tampered
+        with, even when the clock or a restored database says otherwise)."""
+        return self._marks.covers(*epoch)
+
     def still_recorded(self, epoch: Epoch, key: EpochKey, recorded: tuple[int, bytes] | None) -> bool:
         """Whether ``recorded`` (the epoch's live commitment, read by a put inside its own write transaction) is
         still ``key``'s: False once the epoch was closed or its key replaced (the key is then dropped from the

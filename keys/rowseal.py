@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple, Protocol, TypeVar
 
 from keys.aead import TAG_SIZE
-from keys.blind_index import tags_equal
 from keys.datakey import DataKey
 from keys.envelope import (
     CHUNK_BYTES,
@@ -40,12 +39,15 @@ from keys.epochrow import (
     wrap_aad_v3,
 )
 from keys.epochs import EpochKey, epoch_end
-from keys.errors import IntegrityError, NotFound
+from keys.errors import IntegrityError, InvalidArgument, KeyUnavailable, NotFound
 from keys.keyset import OwnerKeyset
 from keys.manager import KeyManager
 from keys.turnsummaries import TurnSummaries, open_summary_v2, open_summary_v3
 
 T = TypeVar("T")
+EPOCH_CLOSED = ("the expiry epoch of this row has ended or its key was destroyed by another process: this host's clock "
+                "is behind the vault's by more than epoch_skew_seconds. Nothing was stored; correct the clock (or "
+                "raise the allowance) and retry")
 
 
 class SealedRow(Protocol):
@@ -92,12 +94,16 @@ class RowRecipe:
         """The key of the epoch ``expires_at`` falls in, made if it has none (never for an epoch ended at ``now``).
         Called outside any write transaction: a new epoch key is reserved in one of its own first."""
         epoch = self._keys.epochs.epoch_of_expiry(expires_at)
-        return PutEpoch(epoch, self._keys.epochs.get_or_create(epoch, now))
+        try:
+            return PutEpoch(epoch, self._keys.epochs.get_or_create(epoch, now))
+        except InvalidArgument:  # ended or destroyed by the time this runs: nothing is written under it
+            raise KeyUnavailable(EPOCH_CLOSED) from None
 
     def epoch_recorded(self, put: PutEpoch, recorded: bytes | None) -> bool:
         """Whether ``recorded``, the epoch's key commitment as the writing transaction reads it, is still this key's
-        (false once the epoch was closed by any process: a put never wraps under a destroyed key)."""
-        return recorded is not None and tags_equal(recorded, put.key.commitment(self.vault_id, *put.epoch))
+        (false once the epoch was closed by any process: a put never wraps under a destroyed key, and the key
+        leaves the cache). The commitment names the key, so the attempt is not needed."""
+        return self._keys.epochs.still_recorded(put.epoch, put.key, None if recorded is None else (0, recorded))
 
     def writer(self, keyset: OwnerKeyset, user_id: str, row_id: bytes, turn_id: str, step_num: int,
                executor_name: str, content_kind: str, owner_tag: bytes, put: PutEpoch) -> RowWriter:
@@ -133,7 +139,7 @@ class RowRecipe:
         found = self._keys.epochs.get(epoch)
         if found is not None:
             return found
-        if epoch_end(epoch[1], epoch[0]) > self._now():
+        if epoch_end(epoch[1], epoch[0]) > self._now() and not self._keys.epochs.destroyed(epoch):
             raise IntegrityError("a row names an expiry epoch that has no key before its end (its expiry was altered)")
         raise NotFound()
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from keys import KeyManager, OpenedRow, PutEpoch, RowRecipe
+from keys import EPOCH_CLOSED, KeyManager, OpenedRow, PutEpoch, RowRecipe
 from vault.deletions import Deletions
 from vault.errors import IntegrityError, KeyUnavailable
 from vault.inputs import expiry
 from vault.row.format import Metadata, SummaryRecord
 from vault.storage import Store, StoredRow
-from vault.writing import EPOCH_CLOSED
 
 Unseal = Callable[[str, StoredRow], tuple[OpenedRow, Metadata]]
 EPOCH_ATTEMPTS = 3  # the new expiry's epoch is fetched before the write lock; it moves only if the wait crossed one

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
-from keys import KeyManager, OwnerKeyset, RowRecipe, RowWriter
+from keys import EPOCH_CLOSED, KeyManager, OwnerKeyset, RowRecipe, RowWriter
 from vault.errors import KeyUnavailable, StorageError
 from vault.model import Principal, Representation, representation
 from vault.quotas import OwnerQuotas
@@ -19,10 +19,6 @@ from vault.row.summaries import SummaryBuilder
 from vault.storage import Store, StoredRow, WriteTx
 
 KEYSET_ATTEMPTS = 3  # a put whose owner's keys change under it this often in a row gives up
-EPOCH_CLOSED = ("the expiry epoch of this row was closed and its key destroyed by another process while this put "
-                "waited: this host's clock is behind the vault's by more than epoch_skew_seconds. Nothing was stored; "
-                "correct the clock (or raise the allowance) and retry")
-
 
 def write_row(store: Store, keys: KeyManager, rows: RowRecipe, guard: AbstractContextManager[None],
               quotas: OwnerQuotas, principal: Principal, turn_id: str, step_num: int, executor_name: str,

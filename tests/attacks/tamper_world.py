@@ -60,12 +60,14 @@ def abandon_a_rotation(vault: Vault, ring: MemoryKeyring, user_id: str) -> None:
 
 def make_epoch_keys(vault: Vault) -> None:
     """An epoch key that lives and one destroyed, so the epoch tables hold a key, a reservation and tombstones to
-    tamper with too (issue 16, step 1: no row is sealed under them yet)."""
+    tamper with too. The destroyed one ended before T0, as only an ended epoch is destroyed: a row moved into an
+    epoch that has not ended and has no key is tampering (IntegrityError), one moved into a destroyed epoch is gone."""
     epochs = vault._keys.epochs
-    soon, later = epochs.epoch_of_expiry(T0 + 60), epochs.epoch_of_expiry(T0 + 3 * 3600)
-    epochs.get_or_create(soon, T0)
+    past, later = epochs.epoch_of_expiry(T0 - 3 * 3600), epochs.epoch_of_expiry(T0 + 3 * 3600)
+    epochs.get_or_create(past, T0 - 4 * 3600)
     epochs.get_or_create(later, T0)
-    assert epochs.destroy_ended(epoch_end(soon[1], soon[0]) + epochs.skew).destroyed == [soon]
+    assert epoch_end(past[1], past[0]) + epochs.skew <= T0
+    assert epochs.destroy_ended(T0).destroyed == [past]
 
 
 def build_world(root: Path, layout: str, attacker_for: Callable) -> dict:
@@ -78,13 +80,13 @@ def build_world(root: Path, layout: str, attacker_for: Callable) -> dict:
         attacker_for(root / name / "v.db").prepare(layout)
     attacker = attacker_for(root / "a" / "v.db")
     with open_vault(attacker.location, ring) as a:
+        make_epoch_keys(a)  # first: the past epoch's key is made before any later key starts the marker
         ids = {"big": a.put(alice, "t", 1, "web.fetch", BIG).id,
                "json": a.put(alice, "t", 2, "ls", {"entries": list(range(50)), "count": 50}).id,
                "blob": a.put(alice, "u", 1, "download", bytes(range(256)) * 300).id,
                "bob": a.put(bob, "t", 1, "web.fetch", "bob's page " * 100).id}
         abandon_a_rotation(a, ring, "alice")  # so alice has a reservation and a tombstone to tamper with too
         a.delete(alice, a.put(alice, "t", 3, "scratch", "deleted at once").id)  # so alice has a ledger of deletes
-        make_epoch_keys(a)
         pristine = {(who, i, name): call(a, p, i) for who, p in PRINCIPALS.items() for i in ids.values()
                     for name, call in PATHS.items() if (who == "bob") == (i == ids["bob"])}
         lists = {(who, turn): a.list_for_turn(p, turn) for who, p in PRINCIPALS.items() for turn in TURNS}

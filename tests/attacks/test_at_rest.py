@@ -99,6 +99,8 @@ def keyring_needles(ring: MemoryKeyring) -> dict[str, bytes]:
     needles = {}
     for (service, user), secret in ring.secrets.items():
         document = json.loads(secret)
+        if not isinstance(document, dict):  # an expiry epoch's destroyed-through marker: a number, not a secret
+            continue
         encoded = [document["key"]] if "key" in document else list(document["keys"].values())
         for number, key in enumerate(encoded):
             needles[f"{service}/{user}/{number} base64"] = key.encode()

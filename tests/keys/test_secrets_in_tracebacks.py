@@ -40,6 +40,8 @@ def key_texts(ring: MemoryKeyring) -> set[str]:
     texts = set()
     for secret in ring.secrets.values():
         document = json.loads(secret)
+        if not isinstance(document, dict):  # an expiry epoch's destroyed-through marker: a number, no key
+            continue
         for encoded in [document["key"]] if "key" in document else document["keys"].values():
             raw = base64.b64decode(encoded)
             texts |= {encoded, raw.hex(), repr(raw)[2:-1], base64.b64encode(raw).decode()}
