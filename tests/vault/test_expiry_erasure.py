@@ -10,41 +10,10 @@ from __future__ import annotations
 import pytest
 
 from tests.support.clock import T0
-from vault import NotFound, Principal, Vault, VaultError
+from tests.support.epochs import MARKER, NEEDS_MARKER, SKEW, E, assert_nothing_of, epoch_entries, outcomes
+from vault import NotFound, Vault
 
-E, SKEW = 3600, 300  # the defaults
 SHORT, LONG = "short-lived page: the dentist is on Tuesday. " * 40, "long-lived page: the plan stays. " * 40
-MARKER = "the dentist is on Tuesday"
-NEEDS_MARKER = "needs the epoch destroyed-through marker (i16fix): with the clock wound back, the copy's row names an " \
-               "epoch whose key is gone but which has not ended by the clock: IntegrityError or KeyUnavailable today"
-
-
-def epoch_entries(ring) -> list[str]:
-    """The epoch keys' keyring entries (user names ``<E>.<e>.<attempt>``), of every vault in the keyring."""
-    return sorted(user for service, user in ring.secrets if service.endswith("/epoch-key"))
-
-
-def outcomes(vault: Vault, who: Principal, row_id: str, turn: str = "t") -> dict[str, object]:
-    """What each read-side call gives of a row: its text when it returns it, else the VaultError's class."""
-    calls = {"get": lambda: vault.get(who, row_id).content,
-             "read": lambda: vault.read(who, row_id, mode="full").content,
-             "list": lambda: [rep.summary for rep in vault.list_for_turn(who, turn) if rep.id == row_id] or None}
-    found: dict[str, object] = {}
-    for name, call in calls.items():
-        try:
-            found[name] = call()
-        except VaultError as error:
-            found[name] = type(error)
-    return found
-
-
-def assert_nothing_of(vault: Vault, who: Principal, row_id: str, marker: str = MARKER) -> dict[str, object]:
-    """No call hands out anything of the row: get and read raise a VaultError, list_for_turn omits it."""
-    found = outcomes(vault, who, row_id)
-    assert found["list"] is None or isinstance(found["list"], type), found
-    assert all(isinstance(outcome, type) for name, outcome in found.items() if name != "list"), found
-    assert marker not in repr(found)
-    return found
 
 
 def two_rows_then_a_copy(location, keyring, clock, attacker, backup, alice):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.clock import T0
-from tests.vault.test_expiry_erasure import E, NEEDS_MARKER, SKEW, assert_nothing_of, epoch_entries, outcomes
+from tests.support.epochs import NEEDS_MARKER, SKEW, E, assert_nothing_of, epoch_entries, outcomes
 from vault import NotFound, Vault
 
 PAGES = {step: f"page {step}: the dentist is on Tuesday. " * (30 + 400 * step) for step in range(3)}
