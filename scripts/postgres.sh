@@ -105,7 +105,7 @@ stop_postgres() {
 # The suites that run a second time with the vault over PostgreSQL (SCRATCHVAULT_TEST_STORE=postgres: the
 # vault fixtures open the throwaway cluster instead of a file; tests about the SQLite file itself skip there).
 PG_SUITES=(tests/vault tests/engine tests/attacks tests/keys tests/system/test_concurrency.py
-    tests/system/test_crash.py tests/system/test_crash_operations.py)
+    tests/system/test_crash.py tests/system/test_crash_operations.py tests/system/test_epoch_processes.py)
 
 # Runs them ("$1" = 1: only the test paths among the other arguments, the ones the caller chose; a chosen test
 # may be SQLite-only, so none running is not a failure then); returns pytest's status.
