@@ -55,7 +55,7 @@ def written_by_the_release_before(tree: Path, db: Path, ring: Path) -> dict[str,
 
 
 def doctor_epoch_lines(db: Path) -> list[str]:
-    return [line for line in diagnose(db)[0] if "epoch" in line]
+    return [line for line in diagnose(db)[0] if "expiry epoch" in line]
 
 
 def formats(attacker: SqliteAttacker) -> list[tuple[int, int, int]]:
