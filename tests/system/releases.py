@@ -17,7 +17,7 @@ from tests.support.repository import ROOT
 
 # the previous release, driven one JSON command per line (it keeps the vault open between commands)
 CHILD = r"""
-import json, sys
+import base64, json, sys
 from vault import Principal, Vault, VaultError
 try:
     from vault.storage.sqlite.schema import SCHEMA_VERSION  # the previous release's layout (8c9bad0 and later)
@@ -36,6 +36,10 @@ for line in sys.stdin:
     try:
         if op == "put":
             out = vault.put(Principal(args[0]), "t", args[1], "x", args[2]).id
+        elif op == "put_for":  # user, step, content (text or JSON), ttl
+            out = vault.put(Principal(args[0]), "t", args[1], "x", args[2], args[3]).id
+        elif op == "put_bytes":  # user, step, content in base64, ttl
+            out = vault.put(Principal(args[0]), "t", args[1], "x", base64.b64decode(args[2]), args[3]).id
         elif op == "get":
             out = vault.get(Principal(args[0]), args[1]).content
         elif op == "delete":
