@@ -42,7 +42,7 @@ def test_rewrap_reseals_old_version_summaries_and_retirement_changes_nothing_vis
     assert {row: key_version(attacker, row) for row in old + new} == {**dict.fromkeys(old, 1), **dict.fromkeys(new, 2)}
     assert vault.rewrap("alice") == len(old)
     assert vault.retire_old_key_versions("alice") == 1
-    assert all(summary_blob(attacker, row) != blobs[row] for row in old)  # re-sealed under version 2's turn and epoch key
+    assert all(summary_blob(attacker, row) != blobs[row] for row in old)  # re-sealed under v2 and the epoch
     assert all(summary_blob(attacker, row) == blobs[row] for row in new)  # already under the primary: untouched
     assert all(blob[0] == 0x05 for blob in attacker.summaries().values())  # format 3: under version 2 and the epoch
     assert {key_version(attacker, row) for row in old + new} == {2}

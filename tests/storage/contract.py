@@ -22,7 +22,6 @@ from tests.storage.contract_support import NOW, OTHER_OWNER, OTHER_TURN, OWNER, 
 from vault import IntegrityError, StorageError, VaultError
 from vault.storage import StoredRow
 
-
 EPOCH_WRAPPED = b"\x03" + bytes(64)  # the size and first byte of a format 3 wrapped key (keys/epochrow.py)
 
 

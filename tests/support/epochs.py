@@ -8,14 +8,13 @@ from vault import Principal, Vault, VaultError
 
 E, SKEW = 3600, 300  # the defaults
 MARKER = "the dentist is on Tuesday"
-NEEDS_MARKER = ("needs the epoch destroyed-through marker (i16fix): with the clock wound back, the copy's row names "
-                "an epoch whose key is gone but which has not ended by the clock: IntegrityError or KeyUnavailable "
-                "today")
 
 
 def epoch_entries(ring) -> list[str]:
-    """The epoch keys' keyring entries (user names ``<E>.<e>.<attempt>``), of every vault in the keyring."""
-    return sorted(user for service, user in ring.secrets if service.endswith("/epoch-key"))
+    """The epoch keys' keyring entries (user names ``<E>.<e>.<attempt>``), of every vault in the keyring (not the
+    ``<E>.destroyed-through`` marker beside them, which holds no key)."""
+    return sorted(user for service, user in ring.secrets
+                  if service.endswith("/epoch-key") and not user.endswith(".destroyed-through"))
 
 
 def outcomes(vault: Vault, who: Principal, row_id: str, turn: str = "t") -> dict[str, object]:

@@ -67,7 +67,10 @@ def run_child(*args: object) -> subprocess.CompletedProcess:
 
 
 def epoch_entries(keyring_file: Path) -> list[str]:
-    return sorted(key.split("\0")[1] for key in load(keyring_file) if key.split("\0")[0].endswith("/epoch-key"))
+    """The epoch keys' entries in a file keyring (not the destroyed-through marker beside them, which holds none)."""
+    names = [key.split("\0") for key in load(keyring_file)]
+    return sorted(user for service, user in names
+                  if service.endswith("/epoch-key") and not user.endswith(".destroyed-through"))
 
 
 def test_a_gc_killed_between_the_key_delete_and_the_row_delete_is_finished_by_the_next_gc(

@@ -13,9 +13,6 @@ from vault import KeyUnavailable, NotFound, Principal, Vault, storage
 
 ALICE = Principal("alice")
 T0, HOUR, SKEW = 1_800_000_000.0, 3600, 300
-WOUND_BACK = ("issue 16 step 2: the backup still records the destroyed epoch's key commitment, so with the clock "
-              "before the epoch's end keys/epoch_entries.py EpochKeys.get finds it recorded, the keyring entry "
-              "missing, and raises KeyUnavailable ('restore the keyring from backup')")
 
 
 def backup_after_destruction(db_path, location_named) -> tuple[MemoryKeyring, object, str, str]:
@@ -41,7 +38,6 @@ def test_a_backup_with_the_clock_by_the_copy_never_opens_the_row_whose_epoch_key
         assert vault.get(ALICE, long).content == "long lived"
 
 
-@pytest.mark.xfail(strict=True, reason=WOUND_BACK)
 def test_a_backup_with_the_clock_wound_back_says_not_found_for_the_row_whose_epoch_key_is_gone(
         db_path, location_named):
     ring, copy, short, _ = backup_after_destruction(db_path, location_named)
@@ -49,7 +45,6 @@ def test_a_backup_with_the_clock_wound_back_says_not_found_for_the_row_whose_epo
         vault.get(ALICE, short)
 
 
-@pytest.mark.xfail(strict=True, reason=WOUND_BACK + "; the whole listing fails, hiding the longer-lived row")
 def test_a_backup_with_the_clock_wound_back_lists_the_longer_lived_row_alone(db_path, location_named):
     ring, copy, _, long = backup_after_destruction(db_path, location_named)
     with Vault.open(copy, keyring_backend=ring, clock=FakeClock(T0 + 1)) as vault:

@@ -12,7 +12,7 @@ import pytest
 from tests.keys.test_key_faults import FaultyKeyring
 from tests.support.clock import T0, FakeClock
 from tests.support.epochs import SKEW, E, assert_nothing_of, epoch_entries
-from vault import InvalidArgument, KeyUnavailable, Vault
+from vault import KeyUnavailable, Vault
 from vault.ops.doctor import diagnose
 
 UNDELETED = "1 destroyed but not yet deleted from the keyring"
@@ -61,11 +61,6 @@ def test_a_put_from_a_host_behind_by_more_than_the_allowance_into_a_destroyed_ep
         db_path, keyring_backend, attacker, alice, cached, request):
     """B (accurate) destroys epoch 500,000 at its end + skew; A, SKEW + 10 s behind, puts a row expiring in it:
     KeyUnavailable, nothing stored (rows, the tables and the keyring as before), never wrapped under that key."""
-    if not cached:
-        request.applymarker(pytest.mark.xfail(
-            strict=True, raises=InvalidArgument, reason="bug: keys/epoch_entries.py get_or_create raises "
-            "InvalidArgument('...destroyed; it gets no other') for a put whose epoch another host closed, where "
-            "vault/writing.py's EPOCH_CLOSED KeyUnavailable names the cause (a clock behind) and the remedy"))
     host_a, host_b, clock_a, clock_b = two_hosts(db_path, keyring_backend)
     with host_a, host_b, Vault.open(db_path, keyring_backend=keyring_backend, clock=clock_a) as fresh_a:
         host_a.put(alice, "t", 1, "tool", "cached", ttl_seconds=60)  # A holds epoch 500,000's key cached

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.clock import T0
-from tests.support.epochs import MARKER, NEEDS_MARKER, SKEW, E, assert_nothing_of, epoch_entries, outcomes
+from tests.support.epochs import MARKER, SKEW, E, assert_nothing_of, epoch_entries, outcomes
 from vault import NotFound, Vault
 
 SHORT, LONG = "short-lived page: the dentist is on Tuesday. " * 40, "long-lived page: the plan stays. " * 40
@@ -51,7 +51,6 @@ def test_a_backup_opened_after_the_epoch_ended_gives_nothing_of_the_row_even_wit
         assert copy.get(alice, long).content == LONG
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_MARKER)
 def test_a_backup_opened_with_the_clock_wound_back_finds_the_row_not_found(db_path, keyring_backend, clock, attacker,
                                                                          location_named, alice):
     """The issue's wording: the copy's short row is NotFound (as an expired row), its summary not listed, while the
@@ -66,7 +65,6 @@ def test_a_backup_opened_with_the_clock_wound_back_finds_the_row_not_found(db_pa
         assert copy.stats()["counters"]["integrity_failures"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_MARKER)
 def test_a_row_written_back_into_the_live_database_with_the_clock_wound_back_is_not_found(
         db_path, keyring_backend, clock, attacker, alice):
     """The same row put back by whoever can write the tables (the live database knows its epoch was destroyed)."""

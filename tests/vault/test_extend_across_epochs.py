@@ -5,10 +5,8 @@ Its clear columns are read as an attacker reads them (tests/attacks)."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.support.clock import T0
-from tests.support.epochs import NEEDS_MARKER, SKEW, E, assert_nothing_of, epoch_entries, outcomes
+from tests.support.epochs import SKEW, E, assert_nothing_of, epoch_entries, outcomes
 from vault import NotFound, Vault
 
 PAGES = {step: f"page {step}: the dentist is on Tuesday. " * (30 + 400 * step) for step in range(3)}
@@ -72,7 +70,6 @@ def test_a_copy_taken_before_the_extension_gives_nothing_of_the_rows_once_the_ol
         assert [vault.get(alice, row_id).content for row_id in ids] == list(PAGES.values())
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_MARKER)
 def test_a_copy_taken_before_the_extension_finds_the_rows_not_found_with_the_clock_wound_back(
         db_path, keyring_backend, clock, attacker, location_named, alice):
     backup = location_named("copy")
