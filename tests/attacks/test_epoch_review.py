@@ -1,0 +1,123 @@
+"""Review of issue 16 (expiry epochs) as an attacker: a writer of the database tables, a holder of every copy, a
+keyring that fails. Each test states the property threat_model.md ("Expiry epochs", "Deletion") claims; the strict
+xfails are flaws this review found, each with its root cause in the reason. Both stores (``db_path``, the
+``attacker``), with the clock in the tests' hands."""
+
+from __future__ import annotations
+
+import pytest
+
+from keys.testing import MemoryKeyring
+from tests.keys.test_key_faults import FaultyKeyring
+from tests.support.clock import T0, FakeClock
+from tests.support.epochs import SKEW, E, epoch_entries
+from vault import IntegrityError, Principal, Vault, storage
+
+ALICE = Principal("alice")
+LIVE = f"{E}.500000.1"  # T0 starts epoch 500,000 of the default length
+
+
+def _put_then_forget_the_epoch_record(db_path, attacker, ring, clock, location_named):
+    """A row in epoch 500,000 (live until T0 + 1800), a backup of the database, then the writer deletes the epoch's
+    key record (one row of epoch_keys). Returns (row id, backup location)."""
+    with Vault.open(db_path, keyring_backend=ring, clock=clock) as vault:
+        row = vault.put(ALICE, "t", 1, "x", "live row", ttl_seconds=1800).id
+    backup = location_named("backup.db")
+    storage.backup(db_path, backup)
+    attacker.run(("DELETE FROM epoch_keys WHERE length = ? AND epoch = ?", E, 500000))
+    return row, backup
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "keys/epoch_sweep.py:417-432 (_spare) deletes, before its epoch ends, the entry of any tombstoned attempt "
+    "beside a working recorded key; a writer who deletes the live epoch_keys row makes the next put reserve "
+    "attempt 2 (keys/epoch_entries.py:122) after _ABANDON (vault/storage/sqlite/epochs.py:43) tombstones attempt "
+    "1, the live key, as an abandoned reservation: gc then erases the live key from the keyring"))
+def test_a_writer_cannot_make_gc_erase_a_live_epoch_key_by_deleting_its_record(
+        db_path, attacker, location_named):
+    ring, clock = MemoryKeyring(), FakeClock(T0)
+    row, backup = _put_then_forget_the_epoch_record(db_path, attacker, ring, clock, location_named)
+    clock.now = T0 + 100  # past the abandonment delay (2 x keyring_timeout + 60 s) of attempt 1's reservation
+    with Vault.open(db_path, keyring_backend=ring, clock=clock) as vault:
+        vault.put(ALICE, "t", 2, "x", "another row", ttl_seconds=1700)  # same epoch: it gets a second key
+        vault.gc()
+    assert LIVE in epoch_entries(ring), epoch_entries(ring)  # the key of live rows is still in the keyring
+    with Vault.open(backup, keyring_backend=ring, clock=clock) as copy:  # and the backup from before opens them
+        assert copy.get(ALICE, row).content == "live row"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "keys/epoch_entries.py:157-159 (_write) deletes an entry found under the name of its newly reserved attempt "
+    "without knowing whose it is; a writer who deletes the epoch's key record and its reservations makes the next "
+    "put reserve attempt 1 again (the top attempt comes from the database alone, "
+    "vault/storage/sqlite/epochs.py:46) and erase the live key of every row of the epoch"))
+def test_a_writer_cannot_make_a_put_erase_a_live_epoch_key_by_rolling_back_its_records(
+        db_path, attacker, location_named):
+    ring, clock = MemoryKeyring(), FakeClock(T0)
+    row, backup = _put_then_forget_the_epoch_record(db_path, attacker, ring, clock, location_named)
+    attacker.run(("DELETE FROM epoch_reservations WHERE length = ? AND epoch = ?", E, 500000))
+    with Vault.open(db_path, keyring_backend=ring, clock=clock) as vault:
+        vault.put(ALICE, "t", 2, "x", "another row", ttl_seconds=1700)
+    with Vault.open(backup, keyring_backend=ring, clock=clock) as copy:
+        assert copy.get(ALICE, row).content == "live row"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "keys/epoch_entries.py:212-217 raises the destroyed-through marker past an epoch before its entries are known "
+    "gone, and afterwards only the database's swept flag (keys/epoch_sweep.py:401) says which entries remain: a "
+    "writer who marks the pending tombstone swept (after one refused delete, or a gc killed before its sweep) "
+    "keeps the ended epoch's key in the keyring for good, and doctor (overdue, keys/epoch_entries.py:231) is silent"))
+def test_an_ended_epoch_key_whose_delete_failed_once_is_destroyed_whatever_the_database_says(
+        db_path, keyring_backend, attacker, clock):
+    with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
+        vault.put(ALICE, "t", 1, "x", "short: the dentist is on Tuesday", ttl_seconds=600)
+    clock.now = T0 + E + SKEW
+    refusing = FaultyKeyring(keyring_backend.secrets, {"delete"})
+    with Vault.open(db_path, keyring_backend=refusing, clock=clock) as vault:
+        vault.gc()
+    assert LIVE in epoch_entries(keyring_backend)  # pending: the next gc retries it
+    attacker.run("UPDATE epoch_tombstones SET swept = (1 = 1)")  # true on both stores
+    for hours in range(1, 4):
+        clock.now = T0 + E + SKEW + hours * E
+        with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
+            vault.gc()
+    assert LIVE not in epoch_entries(keyring_backend), epoch_entries(keyring_backend)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "keys/epochrow.py:49-56 (row_epoch) bounds neither the epoch nor the expiry it comes from: an expiry column of "
+    "1e300 gives an epoch past 2**64, and wrap_aad_v3 / summary_aad_v3 (keys/epochrow.py:67,74, struct '>Q') raise "
+    "struct.error, not a VaultError (an epoch between 2**63 and 2**64 is caught by the store's overflow check)"))
+@pytest.mark.parametrize("call", ["get", "read", "list"])
+def test_an_expiry_column_far_in_the_future_is_an_integrity_error_on_every_read(
+        vault, attacker, alice, call):
+    row = vault.put(alice, "t", 1, "x", "live row", ttl_seconds=1800).id
+    attacker.write(attacker.seq_of(row), "expires_at", 1e300)
+    calls = {"get": lambda: vault.get(alice, row), "read": lambda: vault.read(alice, row),
+             "list": lambda: vault.list_for_turn(alice, "t")}
+    with pytest.raises(IntegrityError):
+        calls[call]()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "vault/lifecycle.py:93-99 (_target) takes a format 3 row whose epoch has no key (keys.epochs.get is None) for "
+    "one whose key was destroyed and deletes it (lifecycle.py:110-114), without RowRecipe.epoch_key's test "
+    "(keys/rowseal.py:307: an epoch not ended and not under the destroyed-through marker is tampering): a writer "
+    "who deletes one epoch_keys row makes rewrap silently delete every live row of that epoch, and maintain_keys "
+    "then retire the key versions that opened them in every backup, reporting them 'rewrapped', nothing failed"))
+@pytest.mark.parametrize("step", ["rewrap", "maintain_keys"])
+def test_key_maintenance_never_deletes_a_live_row_whose_epoch_record_a_writer_removed(
+        db_path, attacker, location_named, step):
+    ring, clock = MemoryKeyring(), FakeClock(T0)
+    row, _ = _put_then_forget_the_epoch_record(db_path, attacker, ring, clock, location_named)
+    with Vault.open(db_path, keyring_backend=ring, clock=clock) as vault:
+        with pytest.raises(IntegrityError):  # what every read says of the row
+            vault.get(ALICE, row)
+        if step == "rewrap":
+            vault.rotate_owner_key("alice")
+            with pytest.raises(IntegrityError):  # rewrap must say so too, and keep the row
+                vault.rewrap("alice")
+        else:
+            failed = vault.maintain_keys().failed
+            assert [type(error) for _, error in failed] == [IntegrityError]
+    assert row in attacker.row_ids()
