@@ -64,6 +64,14 @@ class Destruction:
     bad_rows: int = 0
 
 
+OCCUPIED_ATTEMPTS = 3  # attempts reserved in a row when entries already hold their names
+
+
+class _Occupied(KeyUnavailable):
+    """An entry already holds the name of the attempt about to be written: the attempt is given up, never the
+    entry (it may be the key live rows use, its records deleted by a writer of the database)."""
+
+
 class EpochKeys:
     """Makes once, loads (checked against its commitment), caches and destroys the keys of expiry epochs."""
 
@@ -80,7 +88,7 @@ class EpochKeys:
         self._cache: KeyCache[EpochKey] = KeyCache(cache_size, cache_ttl)
         self._lock = threading.Lock()
         self.abandon_after = 2 * keyring.timeout + 60.0  # as owner key reservations (keys/manager.py)
-        self.destroyed_on_sight = 0  # entries found where a reserved attempt was about to write, deleted first
+        self.destroyed_on_sight = 0  # entries found where a reserved attempt was about to write (left, not deleted)
 
     def get(self, epoch: Epoch) -> EpochKey | None:
         """The recorded key of ``epoch`` (checked against its commitment), or None when it is destroyed: the database
@@ -119,18 +127,23 @@ class EpochKeys:
         if self._marks.covers(*epoch):
             raise InvalidArgument(_DESTROYED)
         self._start_marker(epoch[0], now)
-        attempt = self._records.reserve_epoch(*epoch, now, now - self.abandon_after)
-        if attempt is None:
-            raise InvalidArgument(_DESTROYED)
-        try:
-            with self._records.locked():
-                key = self._write(epoch, attempt)
-        except VaultError:  # a COMMIT that failed too: the entry may be written, the key is never used
-            with contextlib.suppress(VaultError):
-                self._records.tombstone_epoch_attempt(*epoch, attempt)
-            raise
-        self._cache.put(epoch, key)
-        return key
+        for _ in range(OCCUPIED_ATTEMPTS):
+            attempt = self._records.reserve_epoch(*epoch, now, now - self.abandon_after)
+            if attempt is None:
+                raise InvalidArgument(_DESTROYED)
+            try:
+                with self._records.locked():
+                    key = self._write(epoch, attempt)
+            except VaultError as error:  # a COMMIT that failed too: the entry may be written, the key is never used
+                with contextlib.suppress(VaultError):
+                    self._records.tombstone_epoch_attempt(*epoch, attempt)  # its entry goes after the epoch ends
+                if isinstance(error, _Occupied):
+                    continue
+                raise
+            self._cache.put(epoch, key)
+            return key
+        raise KeyUnavailable("entries already held the names of this expiry epoch's next attempts (late keyring "
+                             "writes, or a database rolled back); nothing was written, retry")
 
     def _start_marker(self, length: int, now: float) -> None:
         """Before this vault's first key of a length: the marker set where a destruction at ``now`` would set it
@@ -154,9 +167,9 @@ class EpochKeys:
         if self._records.recorded_attempt(*epoch) is not None:  # a dead key row: only a writer of the database
             raise KeyUnavailable(_UNRECORDED)  # leaves one; it would make the record a no-op (checked again below)
         name, key = epoch_name(epoch[0], epoch[1], attempt), EpochKey.generate()
-        if self._keyring.get(self._service, name) is not None:  # a late write of an attempt rolled back by a writer
-            self._keyring.delete(self._service, name)
-            self._count(1)
+        if self._keyring.get(self._service, name) is not None:  # a late write, or a database rolled back (its
+            self._count(1)  # records of a live key deleted): never deleted here, and never overwritten
+            raise _Occupied("an entry already holds this expiry epoch attempt's name")
         self._keyring.set(self._service, name, key.entry())
         self._records.record_epoch_commitment(*epoch, attempt, key.commitment(self._vault_id, *epoch))
         recorded = self._records.epoch_commitment(*epoch)

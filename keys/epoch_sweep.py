@@ -67,21 +67,16 @@ class EpochSweeper:
         return pending, refused
 
     def _spare(self, length: int, epoch: int, attempt: int, working: dict[tuple[int, int], int | None]) -> bool | None:
-        """For a tombstone of an epoch that has not ended: None when it names the epoch's recorded key (tampering);
-        True when the epoch's recorded key is another attempt that loads and checks out; else False (left until the
-        epoch ends: without a working key beside it, the database cannot tell a spare from the live key)."""
+        """For a tombstone of an epoch that has not ended: None when it names the epoch's recorded key (tampering,
+        reported); else False: its entry is left until the epoch ends. The database alone cannot tell a spare
+        attempt from the key live rows use (a writer can delete that key's record, so that another attempt is
+        recorded beside it), and an entry kept a little longer costs nothing but its place in the keyring."""
         try:
             if self._records.recorded_attempt(length, epoch) == attempt:
                 return None
-            if (length, epoch) not in working:
-                working[(length, epoch)] = None
-                live = self._records.epoch_commitment(length, epoch)
-                if live is not None:
-                    self._load((length, epoch), *live)
-                    working[(length, epoch)] = live[0]
-        except VaultError:  # the recorded key is missing or replaced, or its row malformed
+        except VaultError:  # its row malformed
             return False
-        return working[(length, epoch)] not in (None, attempt)
+        return False
 
     def probe(self, now: float, length: int, marks: DestroyedThrough) -> tuple[list[Attempt], int | None]:
         """Look for entries of epochs of ``length`` ended (plus the skew allowance) since the marker; tombstone and

@@ -32,6 +32,7 @@ WRAPPED_V3_SIZE = _HEAD.size + NONCE_SIZE + KEY_SIZE + TAG_SIZE
 _WRAP_LABEL = b"scratchvault/wrap/v3"
 _SUMMARY_LABEL = b"scratchvault/summary/v3"
 _U64 = struct.Struct(">Q").pack
+MAX_EPOCH = 2**63 - 1  # as keys/epochs.py and the stores' epoch columns
 
 
 def is_epoch_wrapped(wrapped: bytes) -> bool:
@@ -51,9 +52,12 @@ def row_epoch(blob: bytes, prefix: int, expires_at: float) -> tuple[int, int]:
     is tampering."""
     length = epoch_length_of(blob, prefix)
     try:
-        return length, epoch_of(expires_at, length)
+        epoch = epoch_of(expires_at, length)
     except ValueError:  # InvalidArgument: an out-of-range length or expiry in the file
         raise IntegrityError("a row names an expiry epoch no vault makes") from None
+    if epoch > MAX_EPOCH:
+        raise IntegrityError("a row names an expiry epoch no vault makes")
+    return length, epoch
 
 
 def stored_epoch(wrapped: bytes, expires_at: float) -> tuple[int, int] | None:

@@ -89,13 +89,14 @@ class KeyLifecycle:
     def _target(self, row: StoredRow) -> PutEpoch | None:
         """The epoch a re-wrapped row goes under: its own (rewrap keeps it), else that of its expiry; None when its
         key is gone, or a format 1 row's epoch has ended (its time is over: the row is removed, as gc would)."""
-        epochs = self._keys.epochs
         own = stored_epoch(row.wrapped_key, row.expires_at)
-        epoch = own or epochs.epoch_of_expiry(row.expires_at)
-        key = epochs.get(epoch)
+        if own is not None:  # NotFound once destroyed; IntegrityError for a live epoch without a key (tampering)
+            return PutEpoch(own, self._rows.epoch_key(own))
+        epoch = self._keys.epochs.epoch_of_expiry(row.expires_at)
+        key = self._keys.epochs.get(epoch)
         if key is not None:
             return PutEpoch(epoch, key)
-        if own is not None or epoch_end(epoch[1], epoch[0]) <= self._now():
+        if epoch_end(epoch[1], epoch[0]) <= self._now():
             return None
         raise _NeedEpoch(row.expires_at)
 
@@ -104,8 +105,8 @@ class KeyLifecycle:
         """Re-wrap one row inside the batch's transaction; a row that fails authentication stops the batch."""
         row_hex = row.row_id.hex()
         with self._counters.integrity_guard(row_hex):  # counted and logged with the row id
-            target = self._target(row)
             try:
+                target = self._target(row)
                 if target is None:
                     raise NotFound()
                 wrapped, resealed = self._rows.rewrap(keyset, user_id, row, sealed_summary, target)

@@ -1,6 +1,7 @@
-"""Review of issue 16 (expiry epochs) as an attacker: a writer of the database tables, a holder of every copy, a
-keyring that fails. Each test states the property threat_model.md ("Expiry epochs", "Deletion") claims; the strict
-xfails are flaws this review found, each with its root cause in the reason. Both stores (``db_path``, the
+"""A writer of the epoch tables against expiry as erasure (issue 16's attacker review): deleting a live epoch's key
+record, rolling its records back, or pushing an expiry out of range never erases a live key, deletes live rows or
+escapes as another exception. Each test states the property threat_model.md ("Expiry epochs") claims; the strict
+xfail is the flaw still open, its root cause in the reason. Both stores (``db_path``, the
 ``attacker``), with the clock in the tests' hands."""
 
 from __future__ import annotations
@@ -28,11 +29,6 @@ def _put_then_forget_the_epoch_record(db_path, attacker, ring, clock, location_n
     return row, backup
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "keys/epoch_sweep.py:417-432 (_spare) deletes, before its epoch ends, the entry of any tombstoned attempt "
-    "beside a working recorded key; a writer who deletes the live epoch_keys row makes the next put reserve "
-    "attempt 2 (keys/epoch_entries.py:122) after _ABANDON (vault/storage/sqlite/epochs.py:43) tombstones attempt "
-    "1, the live key, as an abandoned reservation: gc then erases the live key from the keyring"))
 def test_a_writer_cannot_make_gc_erase_a_live_epoch_key_by_deleting_its_record(
         db_path, attacker, location_named):
     ring, clock = MemoryKeyring(), FakeClock(T0)
@@ -46,11 +42,6 @@ def test_a_writer_cannot_make_gc_erase_a_live_epoch_key_by_deleting_its_record(
         assert copy.get(ALICE, row).content == "live row"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "keys/epoch_entries.py:157-159 (_write) deletes an entry found under the name of its newly reserved attempt "
-    "without knowing whose it is; a writer who deletes the epoch's key record and its reservations makes the next "
-    "put reserve attempt 1 again (the top attempt comes from the database alone, "
-    "vault/storage/sqlite/epochs.py:46) and erase the live key of every row of the epoch"))
 def test_a_writer_cannot_make_a_put_erase_a_live_epoch_key_by_rolling_back_its_records(
         db_path, attacker, location_named):
     ring, clock = MemoryKeyring(), FakeClock(T0)
@@ -84,10 +75,6 @@ def test_an_ended_epoch_key_whose_delete_failed_once_is_destroyed_whatever_the_d
     assert LIVE not in epoch_entries(keyring_backend), epoch_entries(keyring_backend)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "keys/epochrow.py:49-56 (row_epoch) bounds neither the epoch nor the expiry it comes from: an expiry column of "
-    "1e300 gives an epoch past 2**64, and wrap_aad_v3 / summary_aad_v3 (keys/epochrow.py:67,74, struct '>Q') raise "
-    "struct.error, not a VaultError (an epoch between 2**63 and 2**64 is caught by the store's overflow check)"))
 @pytest.mark.parametrize("call", ["get", "read", "list"])
 def test_an_expiry_column_far_in_the_future_is_an_integrity_error_on_every_read(
         vault, attacker, alice, call):
@@ -99,12 +86,6 @@ def test_an_expiry_column_far_in_the_future_is_an_integrity_error_on_every_read(
         calls[call]()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "vault/lifecycle.py:93-99 (_target) takes a format 3 row whose epoch has no key (keys.epochs.get is None) for "
-    "one whose key was destroyed and deletes it (lifecycle.py:110-114), without RowRecipe.epoch_key's test "
-    "(keys/rowseal.py:307: an epoch not ended and not under the destroyed-through marker is tampering): a writer "
-    "who deletes one epoch_keys row makes rewrap silently delete every live row of that epoch, and maintain_keys "
-    "then retire the key versions that opened them in every backup, reporting them 'rewrapped', nothing failed"))
 @pytest.mark.parametrize("step", ["rewrap", "maintain_keys"])
 def test_key_maintenance_never_deletes_a_live_row_whose_epoch_record_a_writer_removed(
         db_path, attacker, location_named, step):
