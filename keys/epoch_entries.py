@@ -216,18 +216,21 @@ class EpochKeys:
     def destroy_ended(self, now: float) -> Destruction:
         """Destroy the keys of every epoch that ended more than the skew allowance before ``now``: tombstones
         committed first (with those of entries found under newly ended epochs that the database no longer lists),
-        then the keyring's marker raised, then the entries deleted (with those of every attempt destroyed before and
-        not yet known gone). A keyring that fails leaves its attempts pending, retried by the next call."""
+        then the entries deleted (with those of every attempt destroyed before and not yet known gone), then the
+        keyring's marker raised, never past an epoch whose entry the keyring failed to delete: the next call probes
+        it again, so a swept flag a writer sets never hides an entry. A keyring that fails leaves its attempts
+        pending, retried by the next call."""
         destroyed = self._records.close_epochs(now - self.skew)
         found, probed = self._probe(now)
         for epoch in destroyed + [(length, number) for length, number, _ in found]:
             self._cache.invalidate(epoch)
+        pending, refused = self._sweep(now)
         highest = {length: number for length, number in sorted(destroyed) if length != self.length}
         if probed is not None:
             highest[self.length] = probed
-        for length, number in highest.items():
-            self._marks.raise_to(length, number)
-        pending, refused = self._sweep(now)
+        for length, number in highest.items():  # never past an epoch whose entry is still there: the next probe
+            below = [epoch - 1 for other, epoch, _ in pending if other == length]  # looks at it again, whatever
+            self._marks.raise_to(length, min([number, *below]))  # the database says of it
         return Destruction(destroyed, pending, found, refused, self._records.bad_epoch_rows())
 
     def sweep(self, now: float | None = None) -> list[Attempt]:

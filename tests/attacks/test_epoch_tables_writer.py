@@ -1,7 +1,7 @@
 """A writer of the epoch tables against expiry as erasure (issue 16's attacker review): deleting a live epoch's key
 record, rolling its records back, or pushing an expiry out of range never erases a live key, deletes live rows or
-escapes as another exception. Each test states the property threat_model.md ("Expiry epochs") claims; the strict
-xfail is the flaw still open, its root cause in the reason. Both stores (``db_path``, the
+escapes as another exception, and a swept flag it sets never keeps an ended key alive. Each test states the property
+threat_model.md ("Expiry epochs") claims. Both stores (``db_path``, the
 ``attacker``), with the clock in the tests' hands."""
 
 from __future__ import annotations
@@ -53,11 +53,6 @@ def test_a_writer_cannot_make_a_put_erase_a_live_epoch_key_by_rolling_back_its_r
         assert copy.get(ALICE, row).content == "live row"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "keys/epoch_entries.py:212-217 raises the destroyed-through marker past an epoch before its entries are known "
-    "gone, and afterwards only the database's swept flag (keys/epoch_sweep.py:401) says which entries remain: a "
-    "writer who marks the pending tombstone swept (after one refused delete, or a gc killed before its sweep) "
-    "keeps the ended epoch's key in the keyring for good, and doctor (overdue, keys/epoch_entries.py:231) is silent"))
 def test_an_ended_epoch_key_whose_delete_failed_once_is_destroyed_whatever_the_database_says(
         db_path, keyring_backend, attacker, clock):
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
