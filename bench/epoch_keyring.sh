@@ -2,6 +2,7 @@
 # bench/epoch_keyring.sh [N ...] [--repeat R] [--fill-budget S]: run bench/epoch_keyring.py against a real
 # GNOME Keyring started as scripts/run starts it (a private D-Bus session, a fresh HOME, the login keyring
 # created and unlocked with a random password). Needs gnome-keyring-daemon, dbus-run-session and dbus-send.
+# bench/epoch_keyring.sh --gc [--present P ...] [--ended N ...]: bench/epoch_gc.py instead (gc's cost per ended epoch).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
@@ -28,4 +29,9 @@ pid="$(dbus-send --session --print-reply=literal --dest=org.freedesktop.DBus /or
     org.freedesktop.DBus.GetConnectionUnixProcessID string:org.freedesktop.secrets | awk '{print $2}')"
 trap 'kill "$pid" 2>/dev/null || true' EXIT
 cd "$ROOT"
-"$PY" -m bench.epoch_keyring "$@"
+if [[ "${1:-}" == "--gc" ]]; then
+    shift
+    "$PY" -m bench.epoch_gc "$@"
+else
+    "$PY" -m bench.epoch_keyring "$@"
+fi
