@@ -122,6 +122,16 @@ class EpochKeys:
         self._cache.invalidate(epoch)
         return self._create(epoch, now)
 
+    def for_put(self, epoch: Epoch, now: float) -> EpochKey:
+        """``get_or_create`` without its database read while the key is cached and the epoch has not ended at
+        ``now``: for a caller that checks, in its own write transaction, that the key is still the recorded one
+        (a put reads the commitment in the statement that takes its seq; ``still_recorded``)."""
+        if now < epoch_end(epoch[1], epoch[0]):
+            cached = self._cache.get(epoch)
+            if cached is not None:
+                return cached
+        return self.get_or_create(epoch, now)
+
     def _create(self, epoch: Epoch, now: float) -> EpochKey:
         """Reserve, write and record a new key; cached only once its commitment is committed."""
         if self._marks.covers(*epoch):

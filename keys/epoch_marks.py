@@ -1,8 +1,9 @@
 """The keyring's own record of how far expiry epochs have been destroyed: one entry per epoch length, user
 ``<E>.destroyed-through`` in the epoch keys' service, holding the highest epoch number of that length whose key
-destruction was committed, whose keyring names were probed, and whose entries are all gone (keys/epoch_entries.py). It lives outside the
-database, so a restored backup of the database, or a writer of it, cannot move it back: a row whose epoch is at or
-below it and whose key is gone is expired (NotFound), not a missing key (threat_model.md, "Expiry epochs").
+destruction was committed, whose keyring names were probed, and whose entries are all gone (keys/epoch_entries.py).
+It lives outside the database, so a restored backup of the database, or a writer of it, cannot move it back: a row
+whose epoch is at or below it and whose key is gone is expired (NotFound), not a missing key (threat_model.md,
+"Expiry epochs").
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ and first byte. threat_model.md, "Expiry epochs", gives the reasons.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 from keys.aead import KEY_SIZE, NONCE_SIZE, TAG_SIZE, Aead, random_bytes
@@ -32,6 +33,8 @@ WRAPPED_V3_SIZE = _HEAD.size + NONCE_SIZE + KEY_SIZE + TAG_SIZE
 _WRAP_LABEL = b"scratchvault/wrap/v3"
 _SUMMARY_LABEL = b"scratchvault/summary/v3"
 _U64 = struct.Struct(">Q").pack
+_ROW_ID_LENGTH = struct.Struct(">I").pack
+_TAIL_V3 = struct.Struct(">IdIQIQIQIQ").pack
 MAX_EPOCH = 2**63 - 1  # as keys/epochs.py and the stores' epoch columns
 
 
@@ -76,6 +79,20 @@ def summary_aad_v3(ctx: RowContext, owner_tag: bytes, turn_tag: bytes, expires_a
     """AAD of a format 3 summary: the clear columns, the key version and the epoch."""
     return encode_fields(_SUMMARY_LABEL, ctx.vault_id, ctx.row_id, owner_tag, turn_tag, struct.pack(">d", expires_at),
                          _U64(size_bytes), _U64(version), _U64(length), _U64(epoch))
+
+
+def summary_aads_v3(vault_id: bytes, owner_tag: bytes, turn_tag: bytes) -> Callable[..., bytes]:
+    """``summary_aad_v3`` for the rows of one turn, as a function of (row id, expiry, size, version, E, e): a listing
+    builds one per row, so the fields the turn shares are encoded once and the rest packed by one struct call (the
+    same bytes: tests/vectors/row_format_v3.json pins them)."""
+    head = encode_fields(_SUMMARY_LABEL, vault_id)
+    middle = encode_fields(b"", owner_tag, turn_tag)
+
+    def aad(row_id: bytes, expires_at: float, size_bytes: int, version: int, length: int, epoch: int) -> bytes:
+        return b"".join((head, _ROW_ID_LENGTH(len(row_id)), row_id, middle,
+                         _TAIL_V3(8, expires_at, 8, size_bytes, 8, version, 8, length, 8, epoch)))
+
+    return aad
 
 
 class EpochBound:

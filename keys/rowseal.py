@@ -95,7 +95,7 @@ class RowRecipe:
         Called outside any write transaction: a new epoch key is reserved in one of its own first."""
         epoch = self._keys.epochs.epoch_of_expiry(expires_at)
         try:
-            return PutEpoch(epoch, self._keys.epochs.get_or_create(epoch, now))
+            return PutEpoch(epoch, self._keys.epochs.for_put(epoch, now))  # checked again in the write tx
         except InvalidArgument:  # ended or destroyed by the time this runs: nothing is written under it
             raise KeyUnavailable(EPOCH_CLOSED) from None
 

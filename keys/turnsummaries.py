@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from keys.envelope import SUMMARY_V2, RowContext, summary_aad, summary_aad_v2, summary_aads_v2
-from keys.epochrow import SUMMARY_V3, EpochBound, row_epoch, summary_aad_v3
+from keys.epochrow import SUMMARY_V3, EpochBound, row_epoch, summary_aads_v3
 from keys.epochs import EpochKey
 from keys.errors import IntegrityError, NotFound
 from keys.keyset import OwnerKeyset
@@ -21,11 +21,12 @@ if TYPE_CHECKING:
 class TurnSummaries:
     """Opens the summaries of one owner's turn: format 3 and 2 under derived keys, format 1 under the DEK."""
 
-    __slots__ = ("_aad_of", "_bound", "_owner_tag", "_recipe", "_turn_keys", "_turn_tag", "_user_id")
+    __slots__ = ("_aad_of", "_aad_v3", "_bound", "_owner_tag", "_recipe", "_turn_keys", "_turn_tag", "_user_id")
 
     def __init__(self, recipe: RowRecipe, user_id: str, owner_tag: bytes, turn_tag: bytes) -> None:
         self._recipe, self._user_id, self._owner_tag, self._turn_tag = recipe, user_id, owner_tag, turn_tag
         self._aad_of = summary_aads_v2(recipe.vault_id, owner_tag, turn_tag)
+        self._aad_v3 = summary_aads_v3(recipe.vault_id, owner_tag, turn_tag)
         self._turn_keys: dict[int, TurnKey] = {}
         self._bound: dict[tuple[int, int, int], EpochBound] = {}
 
@@ -56,8 +57,7 @@ class TurnSummaries:
         """Open under the turn's key for the version and epoch, kept for the listing; retried once with a reloaded
         keyset (a stale cached one) before it counts as tampering."""
         epoch = row_epoch(sealed, SUMMARY_V3, expires_at)
-        aad = summary_aad_v3(RowContext(self._recipe.vault_id, row_id), self._owner_tag, self._turn_tag, expires_at,
-                             size_bytes, version, *epoch)
+        aad = self._aad_v3(row_id, expires_at, size_bytes, version, *epoch)
         cached = self._bound.get((version, *epoch))
         if cached is not None:
             try:

@@ -7,8 +7,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from keys import CHUNK_BYTES, OwnerKeyset, PutEpoch, RowRecipe
+from keys.envelope import RowContext
+from keys.epochrow import summary_aad_v3, summary_aads_v3
 from keys.epochs import EpochKey
 from vault import IntegrityError
 
@@ -115,3 +119,14 @@ def test_a_wrapped_key_or_metadata_of_another_row_does_not_open(recipe_and_keyse
     for swapped in (dict(wrapped_key=other.wrapped_key), dict(metadata=other.metadata), dict(expires_at=EXPIRES + 1)):
         with pytest.raises(IntegrityError):
             recipe.open("alice", SimpleNamespace(**{**vars(row), **swapped}))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=16, max_size=16), st.binary(min_size=0, max_size=40), st.binary(min_size=32, max_size=32),
+       st.binary(min_size=32, max_size=32), st.floats(min_value=0, max_value=4e9), st.integers(0, 2**63 - 1),
+       st.integers(1, 2**31 - 1), st.integers(60, 86400), st.integers(0, 2**63 - 1))
+def test_a_listings_format_3_summary_aad_is_byte_for_byte_the_documented_one(vault_id, row_id, owner, turn, expires,
+                                                                             size, version, length, epoch):
+    """The per-turn fast path (summary_aads_v3) builds exactly summary_aad_v3's bytes, row ids of any length."""
+    fast = summary_aads_v3(vault_id, owner, turn)(row_id, expires, size, version, length, epoch)
+    assert fast == summary_aad_v3(RowContext(vault_id, row_id), owner, turn, expires, size, version, length, epoch)
