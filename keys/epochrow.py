@@ -29,6 +29,7 @@ from keys.errors import IntegrityError
 WRAP_V3 = 0x03
 SUMMARY_V3 = 0x05
 _HEAD = struct.Struct(">BI")  # format byte, epoch length
+HEAD_SIZE = _HEAD.size  # format byte and E, before the nonce
 WRAPPED_V3_SIZE = _HEAD.size + NONCE_SIZE + KEY_SIZE + TAG_SIZE
 _WRAP_LABEL = b"scratchvault/wrap/v3"
 _SUMMARY_LABEL = b"scratchvault/summary/v3"
@@ -137,6 +138,10 @@ class EpochBound:
             raise IntegrityError("ciphertext failed authentication")
         start = _HEAD.size
         return self._turn(turn_tag).open(blob[start:start + NONCE_SIZE], blob[start + NONCE_SIZE:], aad)
+
+    def turn_cipher(self, turn_tag: bytes) -> Aead:
+        """The AES-GCM of this turn's summary key (a listing keeps it, and opens each row of the turn under it)."""
+        return self._turn(turn_tag)
 
     def _turn(self, turn_tag: bytes) -> Aead:
         found = self._turns.get(turn_tag)
