@@ -122,12 +122,13 @@ def _epoch(epoch: int) -> int:
 class EpochKey:
     """One epoch's random key: 256 bits, shared by every owner of the vault; never shown or pickled."""
 
-    __slots__ = ("_raw",)
+    __slots__ = ("_checks", "_raw")
 
     def __init__(self, raw: bytes) -> None:
         if len(raw) != KEY_SIZE:
             raise IntegrityError("an epoch key has the wrong length")
         self._raw = raw
+        self._checks: dict[tuple[bytes, int, int], bytes] = {}  # every put compares one: computed once
 
     @classmethod
     def generate(cls) -> EpochKey:
@@ -141,9 +142,12 @@ class EpochKey:
     def commitment(self, vault_id: bytes, length: int, epoch: int) -> bytes:
         """What the database records for this key: an HMAC under a key expanded from it, naming the vault and the
         epoch, so a keyring that hands back another key (or this key under another epoch) is caught."""
-        check_key = _expand(self._raw, CHECK_KEY_INFO)
-        message = encode_fields(CHECK_LABEL, vault_id, _U64(check_length(length)), _U64(_epoch(epoch)))
-        return hmac.new(check_key, message, hashlib.sha256).digest()
+        found = self._checks.get((vault_id, length, epoch))
+        if found is None:
+            check_key = _expand(self._raw, CHECK_KEY_INFO)
+            message = encode_fields(CHECK_LABEL, vault_id, _U64(check_length(length)), _U64(_epoch(epoch)))
+            found = self._checks[(vault_id, length, epoch)] = hmac.new(check_key, message, hashlib.sha256).digest()
+        return found
 
     def combined_with(self, owner_key: bytes) -> bytes:
         """The PRK of ``combine(owner_key, this key)`` (for keys/ only: the row recipe of step 2)."""
