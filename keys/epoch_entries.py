@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from keys.blind_index import tags_equal
 from keys.cache import KeyCache
 from keys.commitments import EpochRecords
-from keys.epoch_marks import DestroyedThrough
+from keys.epoch_marks import PROBED, DestroyedThrough
 from keys.epoch_sweep import Attempt, EpochSweeper, last_destroyable
 from keys.epochs import (
     DEFAULT_EPOCH_SECONDS,
@@ -75,7 +75,7 @@ class _Occupied(KeyUnavailable):
 class EpochKeys:
     """Makes once, loads (checked against its commitment), caches and destroys the keys of expiry epochs."""
 
-    __slots__ = ("_cache", "_keyring", "_lock", "_marks", "_records", "_service", "_sweeper", "_vault_id",
+    __slots__ = ("_cache", "_keyring", "_lock", "_marks", "_probed", "_records", "_service", "_sweeper", "_vault_id",
                  "abandon_after", "destroyed_on_sight", "length", "skew")
 
     def __init__(self, keyring: KeyringEdge, vault_id: bytes, records: EpochRecords, *, cache_ttl: float,
@@ -84,6 +84,7 @@ class EpochKeys:
         self.length, self.skew = check_length(length), check_skew(skew)
         self._service = "scratchvault/" + vault_id.hex() + "/epoch-key"
         self._marks = DestroyedThrough(keyring, self._service)
+        self._probed = DestroyedThrough(keyring, self._service, PROBED)  # ahead of _marks while a delete is stuck
         self._sweeper = EpochSweeper(keyring, records, self._service, self.skew, self._load)
         self._cache: KeyCache[EpochKey] = KeyCache(cache_size, cache_ttl)
         self._lock = threading.Lock()
@@ -241,6 +242,8 @@ class EpochKeys:
         for length, number in highest.items():  # never past an epoch whose entry is still there: the next probe
             below = [epoch - 1 for other, epoch, _ in pending if other == length]  # looks at it again, whatever
             self._marks.raise_to(length, min([number, *below]))  # the database says of it
+            if below and length == self.length:  # the cursor moves on past it, so later epochs are still probed
+                self._probed.raise_to(length, number)
         return Destruction(destroyed, pending, found, refused, self._records.bad_epoch_rows())
 
     def sweep(self, now: float | None = None) -> list[Attempt]:
@@ -252,7 +255,7 @@ class EpochKeys:
         return self._sweeper.sweep(now)
 
     def _probe(self, now: float) -> tuple[list[Attempt], int | None]:
-        return self._sweeper.probe(now, self.length, self._marks)
+        return self._sweeper.probe(now, self.length, self._marks, self._probed)
 
     def overdue(self, now: float) -> list[Epoch]:
         """Epochs whose key should be gone at ``now`` and is not: a recorded key past its epoch's end and the skew

@@ -18,9 +18,12 @@ MARKER = "destroyed-through"
 _MAX_DIGITS = 19  # 2**63 - 1 has 19 decimal digits
 
 
-def marker_name(length: int) -> str:
+PROBED = "probed-through"  # the probe's cursor: how far ended epochs' names were looked for, whatever is pending
+
+
+def marker_name(length: int, kind: str = MARKER) -> str:
     """The keyring user name of the marker of one epoch length (never a key's ``<E>.<e>.<attempt>``)."""
-    return f"{length}.{MARKER}"
+    return f"{length}.{kind}"
 
 
 def _parse(stored: Secret) -> int | None:
@@ -35,10 +38,10 @@ def _parse(stored: Secret) -> int | None:
 class DestroyedThrough:
     """Reads (caching the highest value seen) and raises, never lowers, the markers of one vault's epoch keys."""
 
-    __slots__ = ("_keyring", "_lock", "_seen", "_service")
+    __slots__ = ("_keyring", "_kind", "_lock", "_seen", "_service")
 
-    def __init__(self, keyring: KeyringEdge, service: str) -> None:
-        self._keyring, self._service = keyring, service
+    def __init__(self, keyring: KeyringEdge, service: str, kind: str = MARKER) -> None:
+        self._keyring, self._service, self._kind = keyring, service, kind
         self._seen: dict[int, int] = {}  # by length: the highest value read or written by this process
         self._lock = threading.Lock()
 
@@ -50,7 +53,7 @@ class DestroyedThrough:
     def read(self, length: int) -> int | None:
         """The marker in the keyring (None when absent or unreadable as a number); raises KeyUnavailable when the
         keyring fails."""
-        stored = self._keyring.get(self._service, marker_name(length))
+        stored = self._keyring.get(self._service, marker_name(length, self._kind))
         value = None if stored is None else _parse(stored)
         if value is not None:
             self._note(length, value)
@@ -76,7 +79,7 @@ class DestroyedThrough:
             current = self.read(length)
             if current is not None and current >= value:
                 return True
-            self._keyring.set(self._service, marker_name(length), Secret(str(value)))
+            self._keyring.set(self._service, marker_name(length, self._kind), Secret(str(value)))
         except KeyUnavailable:
             return False
         self._note(length, value)

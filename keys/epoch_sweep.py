@@ -36,6 +36,12 @@ def last_destroyable(now: float, length: int, skew: int) -> int:
     return math.floor(now - skew) // length - 1
 
 
+def _current(marks: DestroyedThrough, length: int, target: int) -> int | None:
+    """A marker's value, from this process's memory when it is already at ``target``, else from the keyring."""
+    value = marks.known(length)
+    return value if value is not None and value >= target else marks.read(length)
+
+
 class EpochSweeper:
     """The keyring side of destroying epoch keys: sweeps tombstoned attempts and probes newly ended epochs."""
 
@@ -78,38 +84,45 @@ class EpochSweeper:
             return False
         return False
 
-    def probe(self, now: float, length: int, marks: DestroyedThrough) -> tuple[list[Attempt], int | None]:
-        """Look for entries of epochs of ``length`` ended (plus the skew allowance) since the marker; tombstone and
-        close what is found. Returns (what was found, the last epoch probed, to raise the marker to; None when
-        nothing was probed)."""
+    def probe(self, now: float, length: int, marks: DestroyedThrough,
+              probed: DestroyedThrough) -> tuple[list[Attempt], int | None]:
+        """Look for entries of epochs of ``length`` ended (plus the skew allowance) since the probe's cursor (the
+        probed-through marker, else the destroyed-through one), and again in the epochs between the two, where an
+        entry the keyring refused to delete stays whatever the database says of it; tombstone and close what is
+        found. Returns (what was found, the last new epoch probed; None when no new epoch was probed)."""
         target = last_destroyable(now, length, self._skew)
         try:
-            marker = marks.known(length)
-            if marker is None or marker < target:
-                marker = marks.read(length)
+            marker = _current(marks, length, target)
+            if marker is not None and marker >= target:  # nothing ended since, and nothing stuck (the marker
+                return [], None  # stays below an epoch whose entry the keyring refused to delete)
+            cursor = -1 if marker is None else marker  # the cursor can be ahead only if the marker is more than one
+            if marker is None or marker < target - 1:  # epoch behind (a missed gc, or an entry stuck): ask for it
+                cursor = max(cursor, _current(probed, length, target) or -1)
         except KeyUnavailable:
             return [], None
-        if marker is None:
+        if marker is None and cursor < 0:
             oldest = self._records.oldest_epoch(length)
             first = -1 if oldest is None else max(oldest, target - MAX_LIFETIME_SECONDS // length - 1)
         else:
-            first = marker + 1
+            first = cursor + 1
         last = min(target, first + PROBE_BATCH - 1)
-        if first < 0 or first > last:
+        gap = [] if marker is None else list(range(marker + 1, min(cursor, marker + PROBE_BATCH) + 1))
+        new = list(range(first, last + 1)) if 0 <= first <= last else []
+        if not gap and not new:
             return [], None
-        known = self._records.known_attempts(length, first, last)
+        known = self._records.known_attempts(length, min(gap + new), max(gap + new))
         unswept = {(epoch, attempt) for other, epoch, attempt, _ in self._records.epoch_tombstones(unswept_only=True)
                    if other == length}
         found: list[Attempt] = []
-        probed = None
-        for epoch in range(first, last + 1):
+        probed_to = None
+        for epoch in gap + new:
             try:
                 found += self._probe_epoch(length, epoch, [a for e, a in known if e == epoch], unswept)
             except KeyUnavailable:
                 break
-            probed = epoch
+            probed_to = epoch if epoch >= first else probed_to
         self._records.close_found(found)
-        return found, probed
+        return found, probed_to
 
     def _probe_epoch(self, length: int, epoch: int, listed: list[int], unswept: set[tuple[int, int]]) -> list[Attempt]:
         """The entries of one ended epoch the keyring holds and no unswept tombstone will delete."""

@@ -62,8 +62,9 @@ def epochs_of(store, ring, **settings):
 
 
 def epoch_entries(ring: MemoryKeyring) -> list[str]:
-    """The keyring's epoch key entries (not the "destroyed through" markers beside them, keys/epoch_marks.py)."""
-    return sorted(user for service, user in ring.secrets if service == SERVICE and not user.endswith(MARKER))
+    """The keyring's epoch key entries (not the "destroyed through" and "probed through" markers beside them,
+    keys/epoch_marks.py)."""
+    return sorted(user for service, user in ring.secrets if service == SERVICE and not user.endswith("-through"))
 
 
 def markers(ring: MemoryKeyring) -> dict[str, str]:

@@ -14,7 +14,7 @@ def epoch_entries(ring) -> list[str]:
     """The epoch keys' keyring entries (user names ``<E>.<e>.<attempt>``), of every vault in the keyring (not the
     ``<E>.destroyed-through`` marker beside them, which holds no key)."""
     return sorted(user for service, user in ring.secrets
-                  if service.endswith("/epoch-key") and not user.endswith(".destroyed-through"))
+                  if service.endswith("/epoch-key") and not user.endswith("-through"))
 
 
 def outcomes(vault: Vault, who: Principal, row_id: str, turn: str = "t") -> dict[str, object]:

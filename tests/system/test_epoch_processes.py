@@ -70,7 +70,7 @@ def epoch_entries(keyring_file: Path) -> list[str]:
     """The epoch keys' entries in a file keyring (not the destroyed-through marker beside them, which holds none)."""
     names = [key.split("\0") for key in load(keyring_file)]
     return sorted(user for service, user in names
-                  if service.endswith("/epoch-key") and not user.endswith(".destroyed-through"))
+                  if service.endswith("/epoch-key") and not user.endswith("-through"))
 
 
 def test_a_gc_killed_between_the_key_delete_and_the_row_delete_is_finished_by_the_next_gc(

@@ -1,10 +1,8 @@
-"""The re-review of issue 16's attacker-review fixes (8e22e70, f4ec121, 68ae233, 6ca55f6, 2c69bca): what the fixes
-left open, each a strict xfail stating the property threat_model.md ("Expiry epochs") claims. SQLite and
-PostgreSQL alike (``db_path``, the ``attacker``), with the clock in the tests' hands."""
+"""An epoch key the keyring keeps refusing to delete holds back the destroyed-through marker, but not the probe: the
+probed-through cursor moves on, so an entry of a later epoch whose records a writer deleted is still found and
+destroyed, and a copy of its rows never opens (threat_model.md, "Expiry epochs"). Both stores."""
 
 from __future__ import annotations
-
-import pytest
 
 from tests.keys.test_key_faults import FaultyKeyring
 from tests.support.clock import T0, FakeClock
@@ -29,11 +27,6 @@ class _RefusesOneDelete(FaultyKeyring):
         super().delete_password(service, username)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "f4ec121 caps the destroyed-through marker below every pending epoch (keys/epoch_entries.py destroy_ended), "
-    "and the probe starts at marker + 1 and looks at PROBE_BATCH = 48 epochs (keys/epoch_sweep.py probe): one entry "
-    "the keyring keeps refusing to delete pins the probe window for ever, so an ended epoch 48 or more later whose "
-    "records a writer deleted is never probed, its key never destroyed, and a copy of its rows opens"))
 def test_one_entry_the_keyring_refuses_to_delete_does_not_stop_later_epochs_being_probed(
         db_path, attacker, location_named):
     ring = _RefusesOneDelete({}, STUCK)
