@@ -85,7 +85,7 @@ class EpochKeys:
         self._service = "scratchvault/" + vault_id.hex() + "/epoch-key"
         self._marks = DestroyedThrough(keyring, self._service)
         self._probed = DestroyedThrough(keyring, self._service, PROBED)  # ahead of _marks while a delete is stuck
-        self._sweeper = EpochSweeper(keyring, records, self._service, self.skew, self._load)
+        self._sweeper = EpochSweeper(keyring, records, self._service, self.skew)
         self._cache: KeyCache[EpochKey] = KeyCache(cache_size, cache_ttl)
         self._lock = threading.Lock()
         self.abandon_after = 2 * keyring.timeout + 60.0  # as owner key reservations (keys/manager.py)
@@ -247,8 +247,8 @@ class EpochKeys:
         return Destruction(destroyed, pending, found, refused, self._records.bad_epoch_rows())
 
     def sweep(self, now: float | None = None) -> list[Attempt]:
-        """Delete the entries of destroyed attempts not yet known gone (of an epoch not ended at ``now``, only a
-        spare attempt next to its working key); returns those the keyring failed to delete (left unswept)."""
+        """Delete the entries of destroyed attempts not yet known gone, of epochs ended (plus the skew allowance) at
+        ``now``: none of an epoch that has not; returns those the keyring failed to delete (left unswept)."""
         return self._sweeper.sweep(time.time() if now is None else now)[0]
 
     def _sweep(self, now: float) -> tuple[list[Attempt], list[Attempt]]:

@@ -15,11 +15,10 @@ lists (keys/epoch_entries.py; threat_model.md, "Expiry epochs").
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 from keys.commitments import EpochRecords
 from keys.epoch_marks import DestroyedThrough
-from keys.epochs import EpochKey, destroy_after, epoch_name
+from keys.epochs import destroy_after, epoch_name
 from keys.errors import KeyUnavailable, VaultError
 from keys.keyring_edge import KeyringEdge
 
@@ -45,24 +44,20 @@ def _current(marks: DestroyedThrough, length: int, target: int) -> int | None:
 class EpochSweeper:
     """The keyring side of destroying epoch keys: sweeps tombstoned attempts and probes newly ended epochs."""
 
-    __slots__ = ("_keyring", "_load", "_records", "_service", "_skew")
+    __slots__ = ("_keyring", "_records", "_service", "_skew")
 
-    def __init__(self, keyring: KeyringEdge, records: EpochRecords, service: str, skew: int,
-                 load: Callable[[tuple[int, int], int, bytes], EpochKey]) -> None:
-        self._keyring, self._records, self._service, self._skew, self._load = keyring, records, service, skew, load
+    def __init__(self, keyring: KeyringEdge, records: EpochRecords, service: str, skew: int) -> None:
+        self._keyring, self._records, self._service, self._skew = keyring, records, service, skew
 
     def sweep(self, now: float) -> tuple[list[Attempt], list[Attempt]]:
         """Delete the entries of unswept tombstones that may go at ``now``; returns (the attempts the keyring
         failed to delete, the tombstones refused as naming a live epoch's recorded key)."""
         swept, pending, refused = [], [], []
-        working: dict[tuple[int, int], int | None] = {}
         for length, epoch, attempt, _ in self._records.epoch_tombstones(unswept_only=True):
-            if destroy_after(epoch, length, self._skew) > now:
-                verdict = self._spare(length, epoch, attempt, working)
-                if verdict is None:
+            if destroy_after(epoch, length, self._skew) > now:  # left until its epoch ends (_names_live_key)
+                if self._names_live_key(length, epoch, attempt):
                     refused.append((length, epoch, attempt))
-                if not verdict:
-                    continue
+                continue
             try:
                 self._keyring.delete(self._service, epoch_name(length, epoch, attempt))
             except KeyUnavailable:
@@ -72,17 +67,15 @@ class EpochSweeper:
         self._records.mark_epochs_swept(swept)
         return pending, refused
 
-    def _spare(self, length: int, epoch: int, attempt: int, working: dict[tuple[int, int], int | None]) -> bool | None:
-        """For a tombstone of an epoch that has not ended: None when it names the epoch's recorded key (tampering,
-        reported); else False: its entry is left until the epoch ends. The database alone cannot tell a spare
-        attempt from the key live rows use (a writer can delete that key's record, so that another attempt is
-        recorded beside it), and an entry kept a little longer costs nothing but its place in the keyring."""
+    def _names_live_key(self, length: int, epoch: int, attempt: int) -> bool:
+        """Whether a tombstone of an epoch that has not ended names its recorded key (tampering, reported). No entry
+        of such an epoch is deleted: the database alone cannot tell a spare attempt from the key live rows use (a
+        writer can delete that key's record, so that another attempt is recorded beside it), and an entry kept
+        until its epoch ends costs nothing but its place in the keyring."""
         try:
-            if self._records.recorded_attempt(length, epoch) == attempt:
-                return None
+            return self._records.recorded_attempt(length, epoch) == attempt
         except VaultError:  # its row malformed
             return False
-        return False
 
     def probe(self, now: float, length: int, marks: DestroyedThrough,
               probed: DestroyedThrough) -> tuple[list[Attempt], int | None]:
