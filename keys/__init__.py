@@ -8,6 +8,7 @@ bytes never leave this package.
 from keys.blind_index import IndexKey, tags_equal
 from keys.commitments import KeyCommitments
 from keys.envelope import CHUNK_BYTES
+from keys.epochrow import WRAPPED_V3_SIZE as EPOCH_WRAPPED_SIZE
 from keys.epochrow import stored_epoch
 from keys.epochs import epoch_end
 from keys.keyring_edge import KeyringEdge, resolve_backend
@@ -21,6 +22,7 @@ from keys.turnsummaries import TurnSummaries
 __all__ = [
     "CHUNK_BYTES",
     "EPOCH_CLOSED",
+    "EPOCH_WRAPPED_SIZE",
     "MAX_KEY_VERSION",
     "NO_OWNER_KEYS",
     "DeletionLedgers",

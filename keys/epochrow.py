@@ -178,7 +178,7 @@ class Columns(NamedTuple):
 
 
 def seal_for_epoch(bound: EpochBound, user_id: str, row: RowColumns, expires_at: float, data_key: DataKey,
-          summary: bytes | None) -> tuple[bytes, bytes | None]:
+                   summary: bytes | None) -> tuple[bytes, bytes | None]:
     """(wrapped data key, sealed summary or None) of ``row`` with ``expires_at``, under ``bound``'s epoch."""
     if epoch_of(expires_at, bound.length) != bound.epoch:
         raise IntegrityError("a row is sealed under an epoch its expiry does not fall in")

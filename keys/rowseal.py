@@ -151,9 +151,8 @@ class RowRecipe:
                put: PutEpoch) -> tuple[bytes, bytes | None]:
         """The row's data key wrapped under the keyset's primary version and ``put``'s epoch (the row's own, if it
         has one: rewrap keeps a row's epoch), and its summary sealed again for both (None: a format 1 summary,
-        which the DEK seals, stays). A row whose epoch key is gone is NotFound."""
-        if not sealed_summary:
-            raise IntegrityError("a row's summary is missing")
+        which the DEK seals, stays). A row whose epoch key is gone is NotFound; one without a summary an
+        IntegrityError (OpenedRow.summary)."""
         data_key = self.data_key(user_id, row.row_id, row.owner_tag, row.key_version, row.expires_at,
                                  row.wrapped_key)
         plain, legacy = OpenedRow(self, user_id, row, data_key, RowContext(self.vault_id, row.row_id),

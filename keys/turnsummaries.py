@@ -28,14 +28,14 @@ if TYPE_CHECKING:
 class TurnSummaries:
     """Opens the summaries of one owner's turn: format 3 and 2 under derived keys, format 1 under the DEK."""
 
-    __slots__ = ("_aad_of", "_aad_v3", "_bound", "_owner_tag", "_recipe", "_turn_keys", "_turn_tag", "_user_id")
+    __slots__ = ("_aad_of", "_aad_v3", "_ciphers", "_owner_tag", "_recipe", "_turn_keys", "_turn_tag", "_user_id")
 
     def __init__(self, recipe: RowRecipe, user_id: str, owner_tag: bytes, turn_tag: bytes) -> None:
         self._recipe, self._user_id, self._owner_tag, self._turn_tag = recipe, user_id, owner_tag, turn_tag
         self._aad_of = summary_aads_v2(recipe.vault_id, owner_tag, turn_tag)
         self._aad_v3 = summary_aads_v3(recipe.vault_id, owner_tag, turn_tag)
         self._turn_keys: dict[int, TurnKey] = {}
-        self._bound: dict[tuple[int, int, int], Aead] = {}  # the turn's summary cipher per (version, E, e)
+        self._ciphers: dict[tuple[int, int, int], Aead] = {}  # the turn's summary cipher per (version, E, e)
 
     def open(self, row_id: bytes, version: int, expires_at: float, size_bytes: int, sealed: bytes,
              wrapped_key: Callable[[int], bytes], seq: int) -> tuple[bytes, bool] | None:
@@ -68,7 +68,7 @@ class TurnSummaries:
             length = _LENGTH_OF(sealed, 1)[0]
             if MIN_EPOCH_SECONDS <= length <= MAX_EPOCH_SECONDS:
                 slot = (version, length, int(expires_at) // length)  # floor: the expiry is not negative
-                known = self._bound.get(slot)
+                known = self._ciphers.get(slot)
                 if known is not None:
                     try:
                         return known.open(sealed[_NONCE:_SEALED], sealed[_SEALED:], self._aad_v3(
@@ -80,7 +80,7 @@ class TurnSummaries:
         plain, bound = self._recipe.retrying(
             self._user_id, version, open_summary_v3, self._recipe.vault_id, self._recipe.epoch_key(epoch),
             self._owner_tag, self._turn_tag, epoch, sealed, aad)
-        self._bound[(version, *epoch)] = bound.turn_cipher(self._turn_tag)
+        self._ciphers[(version, *epoch)] = bound.turn_cipher(self._turn_tag)
         return plain
 
     def _open_v1(self, row_id: bytes, version: int, expires_at: float, size_bytes: int, sealed: bytes,

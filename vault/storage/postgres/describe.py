@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import psycopg
 
+from keys import EPOCH_WRAPPED_SIZE
 from vault.errors import IntegrityError, InvalidArgument, VaultError
 from vault.storage.base import Finding
 from vault.storage.epoch_report import LIVE, NO_EPOCH, UNSWEPT, epoch_findings
@@ -198,9 +199,9 @@ def _vault(connection: psycopg.Connection, now: float) -> list[Finding]:
              Finding("", f"rows {rows:,} ({total:,} bytes), expired awaiting gc {expired:,}, owners {owners:,}, "
                          f"rows by key version {by_version}"),
              Finding("", f"database size {size:,} bytes, the vault's tables {ours:,} bytes")]
-    found += epoch_findings(_one(connection, NO_EPOCH.format(length="octet_length"))[0],
-                            connection.execute(LIVE).fetchall(), _one(connection, UNSWEPT.format(false="false"))[0],
-                            now)
+    no_epoch = _one(connection, NO_EPOCH.format(length="octet_length", size="%s"), (EPOCH_WRAPPED_SIZE,))[0]
+    found += epoch_findings(no_epoch, connection.execute(LIVE).fetchall(),
+                            _one(connection, UNSWEPT.format(false="false"))[0], now)
     if unswept:
         found.append(Finding("WARN", f"{unswept:,} destroyed key version(s) whose keyring entries are not yet known "
                                      "deleted (a shred or retirement met a keyring failure): run it again"))

@@ -24,7 +24,7 @@ SELECT_EXPIRING = ("SELECT seq, id, owner_tag, turn_tag, key_version, expires_at
                    "FROM rows WHERE expires_at > %s AND expires_at <= %s")
 SELECT_OLD_VERSION = ("SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, "
                       "metadata, summaries.sealed FROM rows LEFT JOIN summaries ON summaries.seq = rows.seq "
-                      "WHERE owner_tag = %s AND (key_version <> %s OR octet_length(wrapped_key) <> 65) LIMIT %s")
+                      "WHERE owner_tag = %s AND (key_version <> %s OR octet_length(wrapped_key) <> %s) LIMIT %s")
 # the owner's advisory lock, held to the end of the transaction: writers of one owner queue, others never wait
 OWNER_LOCK = "SELECT pg_advisory_xact_lock(%s, %s)"
 # a put's seq (never reused) and the commitment of the key version that will wrap it, that key's row held FOR

@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 
-from keys import SealedLedger
+from keys import EPOCH_WRAPPED_SIZE, SealedLedger
 from vault.errors import IntegrityError, StorageError
 from vault.storage.base import StoredRow
 from vault.storage.postgres import sql
@@ -200,7 +200,7 @@ class PgWriteTx(PgReads):
     def rows_to_rewrap(self, owner_tag: bytes, primary: int, limit: int) -> list[tuple[StoredRow, bytes | None]]:
         """Up to ``limit`` rows of an owner wrapped under another version than ``primary``, or under no epoch."""
         self.lock_owner(owner_tag)
-        return with_summaries(self._all(sql.SELECT_OLD_VERSION, (owner_tag, primary, limit)))
+        return with_summaries(self._all(sql.SELECT_OLD_VERSION, (owner_tag, primary, EPOCH_WRAPPED_SIZE, limit)))
 
     def put_meta(self, name: str, value: bytes) -> None:
         """Set a meta value."""

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from keys import EPOCH_WRAPPED_SIZE
 from vault.errors import UnsafeStorage, VaultError
 from vault.storage.base import Finding
 from vault.storage.epoch_report import LIVE, NO_EPOCH, UNSWEPT, epoch_findings
@@ -80,7 +81,8 @@ def _facts(connection: sqlite3.Connection, now: float) -> list[Finding]:
              Finding("", f"row lookup: {lookup}"),
              Finding("", f"rows {rows:,} ({size:,} bytes), expired awaiting gc {expired:,}, owners {owners:,}, "
                          f"rows by key version {by_version}")]
-    found += epoch_findings(connection.execute(NO_EPOCH.format(length="length")).fetchone()[0],
+    found += epoch_findings(connection.execute(NO_EPOCH.format(length="length", size="?"),
+                                               (EPOCH_WRAPPED_SIZE,)).fetchone()[0],
                             connection.execute(LIVE).fetchall(),
                             connection.execute(UNSWEPT.format(false="0")).fetchone()[0], now)
     unswept = _unswept_tombstones(connection)

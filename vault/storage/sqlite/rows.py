@@ -9,7 +9,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from keys import SealedLedger
+from keys import EPOCH_WRAPPED_SIZE, SealedLedger
 from vault.errors import IntegrityError
 from vault.storage.base import ListedRow, RowSeqs, StoredRow
 from vault.storage.sqlite import schema
@@ -256,7 +256,8 @@ class SqliteWriteTx(SqliteReads):
 
     def rows_to_rewrap(self, owner_tag: bytes, primary: int, limit: int) -> list[tuple[StoredRow, bytes | None]]:
         """Up to ``limit`` rows of an owner wrapped under another version than ``primary``, or under no epoch."""
-        return schema.with_summaries(self._execute(schema.SELECT_OLD_VERSION, (owner_tag, primary, limit)).fetchall())
+        found = self._execute(schema.SELECT_OLD_VERSION, (owner_tag, primary, EPOCH_WRAPPED_SIZE, limit)).fetchall()
+        return schema.with_summaries(found)
 
     def owner_usage(self, owner_tag: bytes) -> tuple[int, int]:
         """(rows, bytes) an owner has stored, expired rows not yet collected included (an index-only count)."""

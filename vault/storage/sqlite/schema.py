@@ -134,7 +134,7 @@ OWNER_BATCH = "SELECT seq FROM rows WHERE owner_tag = ? LIMIT ?"
 SELECT_OLD_VERSION = (
     "SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "
     "summaries.sealed FROM rows LEFT JOIN summaries ON summaries.seq = rows.seq "
-    "WHERE owner_tag = ? AND (key_version != ? OR length(wrapped_key) != 65) LIMIT ?"
+    "WHERE owner_tag = ? AND (key_version != ? OR length(wrapped_key) != ?) LIMIT ?"  # ?: a format 3 key's size
 )
 SELECT_TURN = (
     "SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "
