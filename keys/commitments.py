@@ -17,9 +17,10 @@ class KeyCommitments(Protocol):
     def record_owner_commitment(self, owner_tag: bytes, version: int, value: bytes, sealed_name: bytes) -> None:
         """Record a commitment and register the owner (inside the caller's transaction if one is open)."""
 
-    def tombstone_owner_versions(self, owner_tag: bytes, versions: set[int] | None) -> None:
+    def tombstone_owner_versions(self, owner_tag: bytes, versions: set[int] | None) -> set[int]:
         """Destroy versions in the database (a tombstone each, the commitment dropped); None: every version the
-        owner ever had or reserved, and the owner's registration."""
+        owner ever had or reserved, and the owner's registration. Returns the versions destroyed; each is read
+        back before the transaction ends (its tombstone there, its commitment gone), else IntegrityError."""
 
     def locked(self) -> AbstractContextManager[object]:
         """A write transaction of the store (its write lock held until the block ends)."""
@@ -91,9 +92,6 @@ class EpochRecords(Protocol):
 
     def recorded_attempt(self, length: int, epoch: int) -> int | None:
         """The attempt of the epoch's key row, whether or not a tombstone names it."""
-
-    def known_attempts(self, length: int, first: int, last: int) -> set[tuple[int, int]]:
-        """(epoch, attempt) of every attempt of epochs ``first`` to ``last`` listed in any of the epoch tables."""
 
     def oldest_epoch(self, length: int) -> int | None:
         """The lowest epoch of ``length`` listed in any of the epoch tables."""

@@ -23,7 +23,7 @@ from keys.blind_index import tags_equal
 from keys.cache import KeyCache
 from keys.commitments import EpochRecords
 from keys.epoch_marks import PROBED, DestroyedThrough
-from keys.epoch_sweep import Attempt, EpochSweeper, last_destroyable
+from keys.epoch_sweep import MAX_ATTEMPTS, Attempt, EpochSweeper, last_destroyable
 from keys.epochs import (
     DEFAULT_EPOCH_SECONDS,
     DEFAULT_SKEW_SECONDS,
@@ -177,6 +177,10 @@ class EpochKeys:
             raise KeyUnavailable("an expiry epoch's key was destroyed or abandoned while it was being made; retry")
         if self._records.recorded_attempt(*epoch) is not None:  # a dead key row: only a writer of the database
             raise KeyUnavailable(_UNRECORDED)  # leaves one; it would make the record a no-op (checked again below)
+        if attempt > MAX_ATTEMPTS:  # destruction probes no further: an entry past it could outlive its epoch
+            raise KeyUnavailable("this expiry epoch's key attempts are used up (more failed writes than any keyring "
+                                 "gives, or reservations planted by a writer of the database); its rows cannot be "
+                                 "stored. Check the database with 'scratchvault doctor'")
         name, key = epoch_name(epoch[0], epoch[1], attempt), EpochKey.generate()
         if self._keyring.get(self._service, name) is not None:  # a late write, or a database rolled back (its
             self._count(1)  # records of a live key deleted): never deleted here, and never overwritten

@@ -6,10 +6,10 @@ lists (keys/epoch_entries.py; threat_model.md, "Expiry epochs").
   that loads and checks out. A tombstone naming the recorded key of an epoch that has not ended is a writer of the
   database asking for a live key to be erased from every copy: never swept early, reported.
 * A probe asks the keyring for the names of epochs that ended since the "destroyed through" marker
-  (keys/epoch_marks.py): attempts 1 to the highest the database lists (at most PROBE_TOP) plus PROBE_GAP, each one
-  it finds (and continuing PROBE_GAP past it). Attempt numbers are handed out in order, so the live key of an epoch
-  whose records a writer deleted is attempt 1 unless a write failed or a race was lost first; PROBE_GAP = 2 covers
-  one such failure with every record of it deleted. What it finds is tombstoned and its epoch closed, then swept.
+  (keys/epoch_marks.py): every attempt from 1 to MAX_ATTEMPTS, whatever the database lists (a writer can plant
+  records that number the vault's attempt past anything it lists later, then delete them). No entry is ever written
+  for an attempt above MAX_ATTEMPTS (keys/epoch_entries.py refuses it), so the probe covers every entry the vault
+  can have made. What it finds is tombstoned and its epoch closed, then swept.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from keys.errors import KeyUnavailable, VaultError
 from keys.keyring_edge import KeyringEdge
 
 Attempt = tuple[int, int, int]  # (length, epoch number, attempt)
-PROBE_GAP = 2
-PROBE_TOP = 16  # listed attempts past this are not probed one by one (only a writer of the database lists more)
+MAX_ATTEMPTS = 8  # the highest attempt whose entry is ever written, and so what every probe of an epoch asks for
 PROBE_BATCH = 48  # newly ended epochs probed by one destruction at most; the next one goes on from the marker
 MAX_LIFETIME_SECONDS = 30 * 86400  # vault.inputs: the longest a row lives (without a marker, how far back to look)
 
@@ -103,31 +102,27 @@ class EpochSweeper:
         new = list(range(first, last + 1)) if 0 <= first <= last else []
         if not gap and not new:
             return [], None
-        known = self._records.known_attempts(length, min(gap + new), max(gap + new))
         unswept = {(epoch, attempt) for other, epoch, attempt, _ in self._records.epoch_tombstones(unswept_only=True)
                    if other == length}
         found: list[Attempt] = []
         probed_to = None
         for epoch in gap + new:
             try:
-                found += self._probe_epoch(length, epoch, [a for e, a in known if e == epoch], unswept)
+                found += self._probe_epoch(length, epoch, unswept)
             except KeyUnavailable:
                 break
             probed_to = epoch if epoch >= first else probed_to
         self._records.close_found(found)
         return found, probed_to
 
-    def _probe_epoch(self, length: int, epoch: int, listed: list[int], unswept: set[tuple[int, int]]) -> list[Attempt]:
-        """The entries of one ended epoch the keyring holds and no unswept tombstone will delete."""
+    def _probe_epoch(self, length: int, epoch: int, unswept: set[tuple[int, int]]) -> list[Attempt]:
+        """The entries of one ended epoch the keyring holds and no unswept tombstone will delete: attempts 1 to
+        MAX_ATTEMPTS, each asked for."""
         found: list[Attempt] = []
-        top, attempt = min(max(listed, default=0), PROBE_TOP) + PROBE_GAP, 0
-        while attempt < top:
-            attempt += 1
-            if (epoch, attempt) in unswept:
-                continue
-            if self._keyring.get(self._service, epoch_name(length, epoch, attempt)) is not None:
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            if (epoch, attempt) not in unswept and \
+                    self._keyring.get(self._service, epoch_name(length, epoch, attempt)) is not None:
                 found.append((length, epoch, attempt))
-                top = max(top, min(attempt, PROBE_TOP) + PROBE_GAP)
         return found
 
     def __repr__(self) -> str:

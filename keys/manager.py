@@ -130,10 +130,11 @@ class KeyManager:
         """Add a version and make it primary (outside any write transaction, like ``create_owner_keyset``)."""
         return self._new_version(user_id, None)
 
-    def retire_owner_versions(self, user_id: str, versions: set[int]) -> None:
+    def retire_owner_versions(self, user_id: str, versions: set[int]) -> set[int]:
         """Tombstone ``versions`` (inside the caller's write transaction, which checked that no row needs them);
-        ``sweep`` then deletes their entries. Refused while the old entry of schema 3 holds one of them together
-        with a version that stays: that entry is never rewritten, only deleted whole."""
+        ``sweep`` then deletes their entries, given the versions returned (kept in memory: a tombstone a writer of
+        the database removes meanwhile must not keep a key). Refused while the old entry of schema 3 holds one of
+        them together with a version that stays: that entry is never rewritten, only deleted whole."""
         owner_tag = self.index_key().owner_tag(user_id)
         kept_there = self._entries.legacy_live_versions(owner_tag) or set()
         if kept_there & versions and kept_there - versions:
@@ -141,25 +142,28 @@ class KeyManager:
                 "this owner's older key versions share one keyring entry from before schema 4 with a version that "
                 "stays, and that entry is never rewritten: run rotate_owner_key and rewrap, then retire (the old "
                 "entry is then deleted whole)")
-        self._commitments.tombstone_owner_versions(owner_tag, versions)
+        destroyed = self._commitments.tombstone_owner_versions(owner_tag, versions)
         self._cache.invalidate(("owner", user_id))
+        return destroyed
 
-    def destroy_owner(self, user_id: str) -> bytes:
+    def destroy_owner(self, user_id: str) -> tuple[bytes, set[int]]:
         """Crypto-shred, first step: tombstone every version the owner ever had (inside the caller's write
         transaction); ``sweep`` then deletes the entries, after which every copy of their rows is unreadable.
-        Returns the owner tag."""
+        Returns the owner tag and the versions destroyed: those the database listed and those of the keyset this
+        process holds (a writer of the database may have hidden some of them)."""
         owner_tag = self.index_key().owner_tag(user_id)
+        cached = self._cache.get(("owner", user_id))
+        held = set(cached.versions) if isinstance(cached, OwnerKeyset) else set()
         self._cache.invalidate(("owner", user_id))
-        self._commitments.tombstone_owner_versions(owner_tag, None)
-        return owner_tag
+        return owner_tag, held | self._commitments.tombstone_owner_versions(owner_tag, None)
 
-    def sweep(self, owner_tag: bytes | None, *, everything: bool = False) -> int:
+    def sweep(self, owner_tag: bytes | None, *, everything: bool = False, destroyed: set[int] = frozenset()) -> int:
         """Delete the keyring entries of destroyed versions (see keys/owner_entries.py)."""
-        return self._entries.sweep(owner_tag, everything=everything)
+        return self._entries.sweep(owner_tag, everything=everything, destroyed=destroyed)
 
-    def sweep_unlisted(self, owner_tag: bytes) -> int:
+    def sweep_unlisted(self, owner_tag: bytes, destroyed: set[int]) -> int:
         """After a shred, the owner's entries the database does not list (OwnerEntries.destroy_unlisted)."""
-        return self._entries.destroy_unlisted(owner_tag)
+        return self._entries.destroy_unlisted(owner_tag, destroyed)
 
     def epoch_commitment(self, epoch: tuple[int, int]) -> bytes | None:
         """The commitment the database records for an epoch's live key (inside the caller's write transaction on
@@ -221,8 +225,13 @@ class KeyManager:
                                  "holds rows for them)")
         keyset = OwnerKeyset.generate(version) if current is None else current.with_new_version(version)
         self._entries.write_new(owner_tag, version, keyset)
-        self._commitments.record_owner_commitment(owner_tag, version, self._owner_commitment(keyset, version),
+        commitment = self._owner_commitment(keyset, version)
+        self._commitments.record_owner_commitment(owner_tag, version, commitment,
                                                   self.index_key().seal_name(self._vault_id, owner_tag, user_id))
+        recorded = self._commitments.owner_commitments(owner_tag).get(version)
+        if recorded is None or not tags_equal(recorded, commitment):  # tombstoned meanwhile, or a conflicting row
+            raise KeyUnavailable("the database did not record this owner's new key version (it was destroyed "
+                                 "meanwhile, or a row a writer of the database left conflicts); retry")
         self._cache.put(("owner", user_id), keyset)
         return keyset
 

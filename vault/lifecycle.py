@@ -136,9 +136,10 @@ class KeyLifecycle:
             if needed:
                 raise InvalidArgument(
                     f"{sum(needed.values())} row(s) still use key version(s) {sorted(needed)}; run rewrap first")
-            if old:
-                self._keys.retire_owner_versions(user_id, old)
-        self._keys.sweep(owner_tag)  # their entries, after the tombstones commit (again on a rerun, if it failed)
+            destroyed = self._keys.retire_owner_versions(user_id, old) if old else set()
+        # their entries, after the tombstones commit (again on a rerun, if it failed): those this call destroyed
+        # whatever the database now says of them, and those of every unswept tombstone
+        self._keys.sweep(owner_tag, destroyed=destroyed | old)
         return len(old)
 
     def shred(self, user_id: str, progress: Callable[[int], None] | None) -> int:
@@ -147,9 +148,9 @@ class KeyLifecycle:
         check_identifier(user_id, "user_id")
         check_progress(progress)
         # under the write lock, serialised with rotation and first keys; on a full disk the store makes room
-        owner_tag = self._store.deleting(lambda _tx: self._keys.destroy_owner(user_id))
-        self._keys.sweep(owner_tag)
-        self._keys.sweep_unlisted(owner_tag)  # and any entry the database no longer lists (a writer hid it)
+        owner_tag, destroyed = self._store.deleting(lambda _tx: self._keys.destroy_owner(user_id))
+        self._keys.sweep(owner_tag, destroyed=destroyed)
+        self._keys.sweep_unlisted(owner_tag, destroyed)  # and any entry the database no longer lists (a writer hid it)
         with self._counters.integrity_guard():
             return self._store.delete_owner_rows(owner_tag, progress)
 

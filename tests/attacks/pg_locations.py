@@ -84,6 +84,19 @@ def connected(url: str, schema: str) -> Iterator[psycopg.Connection]:
     connection.commit()
 
 
+# an index's definition without its name and schema: what LIKE ... INCLUDING ALL copies, under a name of its own
+_INDEXES = ("SELECT indexname, regexp_replace(indexdef, 'INDEX \\S+ ON \\S+ ', 'INDEX ON ') FROM pg_indexes "
+            "WHERE schemaname = %s AND tablename = %s")
+
+
+def name_indexes_as(run, source: str, target: str, table: str) -> None:
+    """Give the indexes LIKE copied to ``target`` the names they have in ``source`` (a restored dump keeps them)."""
+    theirs = {definition: name for name, definition in run(_INDEXES, (source, table)).fetchall()}
+    for name, definition in run(_INDEXES, (target, table)).fetchall():
+        if theirs.get(definition, name) != name:
+            run(f"ALTER INDEX {target}.{name} RENAME TO {theirs[definition]}")
+
+
 def copy_schema(source: str, target: str) -> None:
     """Replace schema ``target`` with a copy of ``source``: every table (columns, constraints, indexes, storage)
     with its rows and owner, and every sequence where it stood (what a restored dump of the schema would be)."""
@@ -95,6 +108,7 @@ def copy_schema(source: str, target: str) -> None:
         run(f"CREATE SCHEMA {target} AUTHORIZATION {schema_owner}")
         for (table,) in run("SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY 1", (source,)).fetchall():
             run(f"CREATE TABLE {target}.{table} (LIKE {source}.{table} INCLUDING ALL)")
+            name_indexes_as(run, source, target, table)
             run(f"INSERT INTO {target}.{table} SELECT * FROM {source}.{table}")
             (table_owner,) = run("SELECT relowner::regrole::text FROM pg_class WHERE oid = %s::regclass",
                                  (f"{source}.{table}",)).fetchone()

@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from keys.testing import MemoryKeyring
+from tests.attacks.pg_locations import name_indexes_as
 from tests.keys.test_key_lifecycle_races import RefusingDeletes
 from tests.support.keyring_entries import owner_key_entries
 from vault import InvalidArgument, KeyUnavailable, NotFound, Principal, Vault, storage
@@ -37,6 +38,7 @@ def copy_of(live: str | Path, request: pytest.FixtureRequest) -> str | Path:
     with psycopg.connect(database.url(superuser=True), autocommit=True) as admin:
         for table in TABLES:
             admin.execute(f"CREATE TABLE {into}.{table} (LIKE {source}.{table} INCLUDING ALL)")
+            name_indexes_as(admin.execute, source, into, table)  # as a restored dump names them
             admin.execute(f"INSERT INTO {into}.{table} SELECT * FROM {source}.{table}")
     return database.url(superuser=True, schema=into)
 

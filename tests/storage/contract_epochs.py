@@ -97,15 +97,14 @@ class EpochRecordsContract:
         assert records.epoch_tombstones(unswept_only=True) == [(HOUR, E, 1, False)]
         assert records.recorded_attempt(HOUR, E) is None
 
-    def test_what_destruction_probes_for_the_attempts_listed_and_the_entries_found_unlisted(self, store):
+    def test_what_destruction_probes_for_the_oldest_epoch_and_the_entries_found_unlisted(self, store):
         records = store.commitments
-        assert records.oldest_epoch(HOUR) is None and records.known_attempts(HOUR, 0, E + 9) == set()
+        assert records.oldest_epoch(HOUR) is None
         assert records.reserve_epoch(HOUR, E + 2, NOW, NOW - 60) == 1
         records.record_epoch_commitment(HOUR, E + 2, 1, b"key")
         assert records.reserve_epoch(HOUR, E + 3, NOW, NOW - 60) == 1
         records.tombstone_epoch_attempt(HOUR, E + 4, 2)
         assert records.oldest_epoch(HOUR) == E + 2 and records.oldest_epoch(900) is None
-        assert records.known_attempts(HOUR, E + 3, E + 9) == {(E + 3, 1), (E + 4, 2)}
         records.close_found([(HOUR, E, 3)])  # an entry the database did not list: tombstoned, its epoch closed
         assert records.epoch_tombstones(unswept_only=True) == [(HOUR, E, 3, False), (HOUR, E + 4, 2, False)]
         assert records.reserve_epoch(HOUR, E, NOW, NOW - 60) is None and records.bad_epoch_rows() == 0

@@ -55,7 +55,9 @@ class KeyBookkeepingContract:
         assert commitments.reserve_owner_version(OWNER, NOW + 10, NOW - 60) == 2  # 1 is young: still pending
         assert commitments.version_pending(OWNER, 1)
         commitments.record_owner_commitment(OWNER, 2, b"v2", b"name")
-        assert commitments.reserve_owner_version(OWNER, NOW + 100, NOW + 50) == 3
+        # no allowance left: every reservation made before now without a commitment is abandoned (by the server's
+        # clock on PostgreSQL, by the caller's on SQLite)
+        assert commitments.reserve_owner_version(OWNER, NOW + 100, NOW + 100) == 3
         assert not commitments.version_pending(OWNER, 1) and commitments.owner_commitments(OWNER) == {2: b"v2"}
         assert [v for _, v, _ in commitments.tombstones(OWNER, unswept_only=True)] == [1]
 

@@ -79,10 +79,6 @@ _TOMBSTONES = checked("SELECT length, epoch, attempt, swept FROM epoch_tombstone
 _UNSWEPT_ONLY = _TOMBSTONES.replace("WHERE attempt > 0", "WHERE swept IS NOT TRUE AND attempt > 0")
 _LISTED = checked("SELECT length, epoch FROM epoch_keys WHERE {valid} ORDER BY (epoch + 1) * length, length")
 _ROW = checked("SELECT attempt FROM epoch_keys WHERE length = %(len)s AND epoch = %(e)s AND {valid}")
-_KNOWN = checked("SELECT epoch, attempt FROM epoch_keys WHERE length = %(len)s AND epoch BETWEEN %(a)s AND %(b)s "
-                 "AND {valid} UNION SELECT epoch, attempt FROM epoch_reservations WHERE length = %(len)s "
-                 "AND epoch BETWEEN %(a)s AND %(b)s AND {valid} UNION SELECT epoch, attempt FROM epoch_tombstones "
-                 "WHERE length = %(len)s AND epoch BETWEEN %(a)s AND %(b)s AND {valid}")
 _OLDEST = checked("SELECT min(e) FROM (SELECT min(epoch) AS e FROM epoch_keys WHERE length = %(len)s AND {valid} "
                   "UNION ALL SELECT min(epoch) FROM epoch_reservations WHERE length = %(len)s AND {valid} "
                   "UNION ALL SELECT min(epoch) FROM epoch_tombstones WHERE length = %(len)s AND {valid}) AS oldest")
@@ -189,11 +185,6 @@ class PgEpochRecords:
         """The attempt of the epoch's key row, live or not (a sweep never deletes that attempt's entry early)."""
         found = self._store.query(_ROW, {"len": length, "e": epoch})
         return _number(found[0][0]) if found else None
-
-    def known_attempts(self, length: int, first: int, last: int) -> set[tuple[int, int]]:
-        """(epoch, attempt) of every attempt of epochs ``first`` to ``last`` the database lists anywhere."""
-        found = self._store.query(_KNOWN, {"len": length, "a": first, "b": last})
-        return {(_number(epoch), _number(attempt)) for epoch, attempt in found}
 
     def oldest_epoch(self, length: int) -> int | None:
         """The lowest epoch of ``length`` the database lists anywhere, or None."""

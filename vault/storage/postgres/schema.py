@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import psycopg
 
 from vault.errors import IntegrityError, StorageError
+from vault.storage.postgres import catalog
 
 # of the PostgreSQL schema; independent of the SQLite file's. 2: the keys of expiry epochs (epoch_keys,
 # epoch_reservations, epoch_tombstones; threat_model.md, "Expiry epochs"), added to a database of version 1
@@ -72,21 +73,6 @@ ALTER TABLE deletions ALTER COLUMN body SET STORAGE EXTERNAL
 # where the vault's tables live: the schema holding its version table, else the one its DDL would create them in
 HOME = ("SELECT coalesce((SELECT relnamespace::regnamespace::text FROM pg_class "
         "WHERE oid = to_regclass('scratchvault_schema')), quote_ident(current_schema()))")
-# what can keep or copy a row a delete removes, or take the place of one of the vault's tables: a trigger, rule or
-# row security on one, a view or other relation instead of one, or another relation of its name that the session
-# finds first (its temporary schema, or a schema earlier on its search_path)
-FOREIGN_OBJECTS = """
-WITH ours AS (SELECT to_regclass(name) AS found, to_regclass(%(home)s || '.' || quote_ident(name)) AS table_oid
-              FROM unnest(%(tables)s::text[]) AS name)
-SELECT 'trigger' FROM pg_trigger t JOIN ours ON t.tgrelid = ours.table_oid WHERE NOT t.tgisinternal
-UNION ALL SELECT 'rule' FROM pg_rewrite r JOIN ours ON r.ev_class = ours.table_oid WHERE r.rulename <> '_RETURN'
-UNION ALL SELECT 'row security policy' FROM pg_policy p JOIN ours ON p.polrelid = ours.table_oid
-UNION ALL SELECT CASE WHEN c.relkind <> 'r' THEN 'view or other relation in place of a table'
-                      ELSE 'row level security' END
-    FROM pg_class c JOIN ours ON c.oid = ours.table_oid WHERE c.relkind <> 'r' OR c.relrowsecurity
-UNION ALL SELECT 'relation of the same name found first on the search path' FROM ours
-    WHERE found IS DISTINCT FROM table_oid
-"""
 # whether a table of the vault is missing (dropped behind its back; one no call uses yet would go unnoticed)
 MISSING = ("SELECT count(*) FROM unnest(%(tables)s::text[]) AS name "
            "WHERE to_regclass(%(home)s || '.' || quote_ident(name)) IS NULL")
@@ -121,15 +107,9 @@ def migrate(connection: psycopg.Connection) -> str:
 
 def check_foreign_objects(connection: psycopg.Connection, home: str | None = None,
                           tables: Sequence[str] = TABLES) -> None:
-    """IntegrityError when a trigger, rule or row security sits on one of the vault's tables (in ``home``, the
-    quoted schema; None: where they are found), or another relation takes the place of one: it could keep or copy
-    the rows a delete removes (the role that owns the tables, or a superuser, put it there). ``tables``: which of
-    them (all, when the store opens; a write's own, before it commits). Run when the store
-    opens, and before a write that must stick (a delete, a ledger, a key's destruction) commits: by then no
-    trigger, rule or policy can be added to or dropped from a table it wrote until it ends."""
-    home = home or connection.execute(HOME).fetchone()[0]
-    foreign = sorted({kind for (kind,) in connection.execute(FOREIGN_OBJECTS, {"home": home, "tables": list(tables)})})
-    if foreign:
-        raise IntegrityError(f"the database holds schema objects scratchvault did not make ({', '.join(foreign)}) "
-                             "on its tables: they can keep rows a delete removes, or copy them; refusing it. Drop "
-                             "them after checking what they did, or restore the database from backup")
+    """IntegrityError unless the catalog of the vault's ``tables`` (all, when the store opens; a write's own, before
+    it commits) in ``home`` (the quoted schema; None: where they are found) is exactly what the vault made
+    (vault/storage/postgres/catalog.py): a trigger, rule, policy, constraint, index or relation of someone else's
+    could keep or copy the rows a delete removes, or undo a key's destruction (the role that owns the tables, or a
+    superuser, put it there). Before a write commits, its locks keep its tables as checked until it ends."""
+    catalog.check(connection, home or connection.execute(HOME).fetchone()[0], tables)

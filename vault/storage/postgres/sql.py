@@ -27,10 +27,12 @@ SELECT_OLD_VERSION = ("SELECT rows.seq, id, owner_tag, turn_tag, key_version, ex
                       "WHERE owner_tag = %s AND (key_version <> %s OR octet_length(wrapped_key) <> %s) LIMIT %s")
 # the owner's advisory lock, held to the end of the transaction: writers of one owner queue, others never wait
 OWNER_LOCK = "SELECT pg_advisory_xact_lock(%s, %s)"
-# a put's seq (never reused) and the commitment of the key version that will wrap it, that key's row held FOR
+# a put's seq (never reused) and the commitment of the key version that will wrap it (none once tombstoned), that
+# key's row held FOR
 # SHARE until the put commits: a shred or retirement deletes it, so it waits for the put, or the put sees it gone
 NEXT_ROW = ("SELECT nextval('row_seq'), "
-            "(SELECT check_value FROM owner_keys WHERE owner_tag = %(tag)s AND version = %(v)s FOR SHARE), "
+            "(SELECT check_value FROM owner_keys k WHERE owner_tag = %(tag)s AND version = %(v)s AND NOT EXISTS "
+            "(SELECT 1 FROM key_tombstones t WHERE t.owner_tag = %(tag)s AND t.version = %(v)s) FOR SHARE OF k), "
             "(SELECT check_value FROM epoch_keys k WHERE length = %(len)s AND epoch = %(e)s AND NOT EXISTS (SELECT 1 "
             "FROM epoch_tombstones t WHERE t.length = %(len)s AND t.epoch = %(e)s AND t.attempt IN (0, k.attempt)) "
             "FOR SHARE OF k)")

@@ -91,9 +91,14 @@ class PgWriteTx(PgReads):
             with TRANSLATE:
                 check_foreign_objects(connection, self._store.home, sorted(self.must_stick))
         except IntegrityError:
-            with contextlib.suppress(psycopg.Error):
-                connection.close()
+            self.distrust()
             raise
+
+    def distrust(self) -> None:
+        """Close this transaction's connection: its own session may be what was altered (a temporary relation or
+        rule of its own), so it is never used again; the transaction then rolls back."""
+        with contextlib.suppress(psycopg.Error):
+            self.connection.close()
 
     def _send_queued(self) -> None:
         """Send the queued updates, chunks and rows (inside the caller's pipeline): a row of one chunk in one

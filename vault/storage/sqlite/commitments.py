@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from keys import MAX_KEY_VERSION
 from vault.errors import IntegrityError, StorageError
 from vault.storage.sqlite.epochs import SqliteEpochRecords
-from vault.storage.sqlite.schema import blob
+from vault.storage.sqlite.schema import OWNER_KEY_TABLES, blob, check_schema
 
 if TYPE_CHECKING:
     from vault.storage.sqlite.store import SqliteStore
@@ -18,9 +20,18 @@ if TYPE_CHECKING:
 _TOP_VERSION = ("SELECT max(v) FROM (SELECT max(version) AS v FROM key_reservations WHERE owner_tag = ?1 "
                 "UNION ALL SELECT max(version) FROM owner_keys WHERE owner_tag = ?1 "
                 "UNION ALL SELECT max(version) FROM key_tombstones WHERE owner_tag = ?1)")
-_ABANDON = ("INSERT OR IGNORE INTO key_tombstones (owner_tag, version, check_value, swept) "
+_ABANDON = ("INSERT INTO key_tombstones (owner_tag, version, check_value, swept) "
             "SELECT owner_tag, version, x'', 0 FROM key_reservations r WHERE owner_tag = ? AND reserved_at < ? "
-            "AND NOT EXISTS (SELECT 1 FROM owner_keys k WHERE k.owner_tag = r.owner_tag AND k.version = r.version)")
+            "AND NOT EXISTS (SELECT 1 FROM owner_keys k WHERE k.owner_tag = r.owner_tag AND k.version = r.version) "
+            "AND NOT EXISTS (SELECT 1 FROM key_tombstones t WHERE t.owner_tag = r.owner_tag AND t.version = r.version) "
+            "ON CONFLICT (owner_tag, version) DO NOTHING")
+_TOMBSTONE = ("INSERT INTO key_tombstones (owner_tag, version, check_value, swept) VALUES (?1, ?2, coalesce((SELECT "
+              "check_value FROM owner_keys WHERE owner_tag = ?1 AND version = ?2), x''), 0) "
+              "ON CONFLICT (owner_tag, version) DO UPDATE SET swept = 0")
+# how many of the versions in the JSON array ?2 have a tombstone, and how many still a commitment
+_DESTROYED = ("SELECT (SELECT count(*) FROM key_tombstones WHERE owner_tag = ?1 AND version IN (SELECT value FROM "
+              "json_each(?2))), (SELECT count(*) FROM owner_keys WHERE owner_tag = ?1 AND version IN (SELECT value "
+              "FROM json_each(?2)))")
 _LIVE = ("SELECT version, check_value FROM owner_keys WHERE owner_tag = ?1 "
          "AND version NOT IN (SELECT version FROM key_tombstones WHERE owner_tag = ?1)")
 
@@ -63,28 +74,34 @@ class SqliteCommitments(SqliteEpochRecords):
             (owner_tag, version)))
 
     def record_owner_commitment(self, owner_tag: bytes, version: int, value: bytes, sealed_name: bytes) -> None:
-        """Record an owner key commitment and register the owner."""
-        self._store.atomic([("INSERT OR IGNORE INTO owner_keys (owner_tag, version, check_value) VALUES (?, ?, ?)",
-                             (owner_tag, version, value)),
-                            ("INSERT OR IGNORE INTO owners (owner_tag, sealed_name) VALUES (?, ?)",
-                             (owner_tag, sealed_name))])
+        """Record an owner key commitment (unless a tombstone names the version; the caller reads it back) and
+        register the owner."""
+        self._store.atomic([("INSERT INTO owner_keys (owner_tag, version, check_value) SELECT ?1, ?2, ?3 WHERE NOT "
+                             "EXISTS (SELECT 1 FROM key_tombstones WHERE owner_tag = ?1 AND version = ?2) "
+                             "ON CONFLICT (owner_tag, version) DO NOTHING", (owner_tag, version, value)),
+                            ("INSERT INTO owners (owner_tag, sealed_name) VALUES (?, ?) "
+                             "ON CONFLICT (owner_tag) DO NOTHING", (owner_tag, sealed_name))])
 
-    def tombstone_owner_versions(self, owner_tag: bytes, versions: set[int] | None) -> None:
-        """Destroy ``versions`` in the database: a tombstone each (with its commitment, if it had one), the
-        commitment dropped. None: every version the owner ever had or reserved, and the owner's registration."""
-        everything = versions is None
-        if versions is None:
-            found = self._store.query("SELECT version FROM owner_keys WHERE owner_tag = ?1 UNION "
-                                      "SELECT version FROM key_reservations WHERE owner_tag = ?1", (owner_tag,))
-            versions = {version for (version,) in found}
-        statements = [("INSERT OR IGNORE INTO key_tombstones (owner_tag, version, check_value, swept) VALUES "
-                       "(?1, ?2, coalesce((SELECT check_value FROM owner_keys WHERE owner_tag = ?1 AND version = ?2), "
-                       "x''), 0)", (owner_tag, version)) for version in sorted(versions)]
-        statements += [("DELETE FROM owner_keys WHERE owner_tag = ? AND version = ?", (owner_tag, version))
-                       for version in sorted(versions)]
-        if everything:
-            statements.append(("DELETE FROM owners WHERE owner_tag = ?", (owner_tag,)))
-        self._store.atomic(statements)
+    def tombstone_owner_versions(self, owner_tag: bytes, versions: set[int] | None) -> set[int]:
+        """Destroy ``versions`` in the database: a tombstone each (with its commitment, if it had one; unswept, even
+        where a writer planted one marked swept), the commitment dropped, each read back before the transaction
+        ends, inside a schema checked to be exactly the vault's. None: every version the owner ever had or reserved,
+        and the owner's registration. Returns the versions destroyed."""
+
+        def destroy(connection: sqlite3.Connection) -> set[int]:
+            check_schema(connection, OWNER_KEY_TABLES)
+            found = versions if versions is not None else {_version(version) for (version,) in connection.execute(
+                "SELECT version FROM owner_keys WHERE owner_tag = ?1 UNION "
+                "SELECT version FROM key_reservations WHERE owner_tag = ?1", (owner_tag,))}
+            for version in sorted(found):
+                connection.execute(_TOMBSTONE, (owner_tag, version))
+                connection.execute("DELETE FROM owner_keys WHERE owner_tag = ? AND version = ?", (owner_tag, version))
+            if versions is None:
+                connection.execute("DELETE FROM owners WHERE owner_tag = ?", (owner_tag,))
+            _read_back(connection, owner_tag, found)
+            return set(found)
+
+        return self._store.within(destroy)
 
     def tombstones(self, owner_tag: bytes | None, unswept_only: bool) -> list[tuple[bytes, int, bool]]:
         """(owner tag, version, swept) of destroyed versions, of one owner or all; ``unswept_only``: those
@@ -120,6 +137,15 @@ class SqliteCommitments(SqliteEpochRecords):
     def record_index_commitment(self, value: bytes) -> None:
         """Record the index key commitment."""
         self._store.atomic([("INSERT OR IGNORE INTO meta (name, value) VALUES ('index_key_check', ?)", (value,))])
+
+
+def _read_back(connection: sqlite3.Connection, owner_tag: bytes, versions: set[int]) -> None:
+    """IntegrityError unless each of ``versions`` has its tombstone and no commitment (read in the transaction that
+    wrote them, before it commits: a planted object that undid either would leave a key no sweep finds)."""
+    tombstoned, committed = connection.execute(_DESTROYED, (owner_tag, json.dumps(sorted(versions)))).fetchone()
+    if tombstoned != len(versions) or committed:
+        raise IntegrityError("destroying key versions did not stick (the database was altered to undo it); nothing "
+                             "was destroyed. Restore it from backup, or remove what was planted")
 
 
 def _version(value: object) -> int:

@@ -8,18 +8,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from vault.errors import IntegrityError
-from vault.storage.sqlite.schema import CHUNK_SHIFT, MAX_CHUNKS, valid_seq
+from vault.storage.sqlite.schema import CHUNK_SHIFT, MAX_CHUNKS, ROW_TABLES, check_schema, valid_seq
 
 
 def delete_seqs(connection: sqlite3.Connection, seqs: list[int]) -> None:
     """Delete rows with their summaries and chunks. Chunks go under secure_delete=FAST: their pages are not
     zeroed, and need not be, since their key goes with the row. Rows and summaries go under ON, which also
     zeroes pages and cells freed when the b-tree rebalances: FAST alone leaves copies of other rows' cells,
-    wrapped keys included, in pages it frees (threat_model.md, "Deletion"). A trigger (planted by a writer of the
-    file since it was opened) could keep or copy what is deleted: none may exist, and every row must go."""
-    if connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'trigger' LIMIT 1").fetchone():
-        raise IntegrityError("the database holds a trigger scratchvault did not make: refusing to delete through "
-                             "it (restore the file from backup)")
+    wrapped keys included, in pages it frees (threat_model.md, "Deletion"). A trigger, index or constraint (planted
+    by a writer of the file since it was opened) could keep or copy what is deleted: the schema must be exactly the
+    vault's, and every row must go."""
+    check_schema(connection, ROW_TABLES)
     ranges = [(seq << CHUNK_SHIFT, (seq << CHUNK_SHIFT) | (MAX_CHUNKS - 1)) for seq in seqs if valid_seq(seq)]
     with secure_delete_fast(connection):
         connection.executemany("DELETE FROM chunks WHERE pos BETWEEN ? AND ?", ranges)

@@ -77,11 +77,6 @@ _TOMBSTONES = checked("SELECT length, epoch, attempt, swept FROM epoch_tombstone
 _UNSWEPT_ONLY = _TOMBSTONES.replace("WHERE attempt > 0", "WHERE swept IS NOT 1 AND attempt > 0")
 _LISTED = checked("SELECT length, epoch FROM epoch_keys WHERE {valid} ORDER BY (epoch + 1) * length, length")
 _ROW = checked("SELECT attempt FROM epoch_keys WHERE length = ?1 AND epoch = ?2 AND {valid}")
-# every attempt of one length's epochs from ?2 to ?3 the database lists, in any of the three tables
-KNOWN = checked("SELECT epoch, attempt FROM epoch_keys WHERE length = ?1 AND epoch BETWEEN ?2 AND ?3 AND {valid} "
-                "UNION SELECT epoch, attempt FROM epoch_reservations WHERE length = ?1 AND epoch BETWEEN ?2 AND ?3 "
-                "AND {valid} UNION SELECT epoch, attempt FROM epoch_tombstones WHERE length = ?1 "
-                "AND epoch BETWEEN ?2 AND ?3 AND {valid}")
 OLDEST = checked("SELECT min(e) FROM (SELECT min(epoch) AS e FROM epoch_keys WHERE length = ?1 AND {valid} "
                  "UNION ALL SELECT min(epoch) FROM epoch_reservations WHERE length = ?1 AND {valid} "
                  "UNION ALL SELECT min(epoch) FROM epoch_tombstones WHERE length = ?1 AND {valid})")
@@ -167,11 +162,6 @@ class SqliteEpochRecords:
         """The attempt of the epoch's key row, live or not (a sweep never deletes that attempt's entry early)."""
         found = self._store.query(_ROW, (length, epoch))
         return _number(found[0][0]) if found else None
-
-    def known_attempts(self, length: int, first: int, last: int) -> set[tuple[int, int]]:
-        """(epoch, attempt) of every attempt of epochs ``first`` to ``last`` the database lists anywhere."""
-        found = self._store.query(KNOWN, (length, first, last))
-        return {(_number(epoch), _number(attempt)) for epoch, attempt in found}
 
     def oldest_epoch(self, length: int) -> int | None:
         """The lowest epoch of ``length`` the database lists anywhere, or None."""

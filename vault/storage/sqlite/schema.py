@@ -12,6 +12,7 @@ import sqlite3
 from keys import MAX_KEY_VERSION, SealedLedger
 from vault.errors import IntegrityError, StorageError
 from vault.storage.base import StoredRow
+from vault.storage.sqlite import catalog
 
 # 2: row format 2 (binary metadata; summaries under turn keys). Raised on open, so a scratchvault that knows only
 # version 1 (which would rewrap format 2 summaries without re-sealing them) refuses the file from then on.
@@ -28,11 +29,6 @@ CHUNK_SHIFT = 20
 MAX_CHUNKS = 1 << CHUNK_SHIFT  # chunks per row: the low 20 bits of a chunk's key
 MAX_SEQ = 1 << (63 - CHUNK_SHIFT)  # chunk keys must fit SQLite's signed 64-bit integers
 GC_BATCH = 2000
-KNOWN_TABLES = frozenset({"meta", "rows", "summaries", "chunks", "owner_keys", "owners", "key_reservations",
-                          "key_tombstones", "deletions", "epoch_keys", "epoch_reservations", "epoch_tombstones",
-                          "sqlite_sequence", "sqlite_stat1", "sqlite_stat4"})
-KNOWN_INDEXES = {"rows_owner_turn": ["owner_tag", "turn_tag"], "rows_expiry": ["expires_at"],  # on rows
-                 "rows_owner_usage": ["owner_tag", "size_bytes"]}
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS rows (
@@ -100,6 +96,7 @@ CREATE TABLE IF NOT EXISTS epoch_tombstones (
     PRIMARY KEY (length, epoch, attempt)
 ) WITHOUT ROWID;
 """
+ALLOWED = catalog.allowed(SCHEMA)
 INSERT_ROW = (
     "INSERT INTO rows (seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -116,7 +113,8 @@ SELECT_ROW_BY_ID = (  # files made before schema 3, which have an index on ids
 )
 # a put's one read: the next seq and the recorded commitment of the owner key version that will wrap the row
 NEXT_ROW = ("SELECT (SELECT coalesce(max(seq), 0) + 1 FROM rows), "
-            "(SELECT check_value FROM owner_keys WHERE owner_tag = ?1 AND version = ?2), "
+            "(SELECT check_value FROM owner_keys WHERE owner_tag = ?1 AND version = ?2 AND NOT EXISTS (SELECT 1 "
+            "FROM key_tombstones WHERE owner_tag = ?1 AND version = ?2)), "
             "(SELECT check_value FROM epoch_keys k WHERE length = ?3 AND epoch = ?4 AND NOT EXISTS (SELECT 1 "
             "FROM epoch_tombstones t WHERE t.length = ?3 AND t.epoch = ?4 AND t.attempt IN (0, k.attempt)))")
 # an owner's stored rows and bytes, read from rows_owner_usage alone (a covering index: no table page is read)
@@ -184,30 +182,22 @@ def _id_indexes(connection: sqlite3.Connection) -> set[str]:
     return found
 
 
-def _is_known_index(connection: sqlite3.Connection, name: object, table: object) -> bool:
-    """Whether ``name`` is one of the vault's own indexes, as the vault makes it (its table, its columns in order,
-    not partial, not on an expression): the name alone could dress up another index."""
-    if name not in KNOWN_INDEXES or table != "rows":
-        return False
-    partial = [row[4] for row in connection.execute("PRAGMA index_list(rows)") if row[1] == name]
-    columns = [column for _, _, column in connection.execute("SELECT * FROM pragma_index_info(?)", (name,))]
-    return partial == [0] and columns == KNOWN_INDEXES[str(name)]
-
-
 def foreign_objects(connection: sqlite3.Connection) -> list[str]:
-    """The kinds of schema object in the file that scratchvault did not make, sorted: any trigger or view, and a
-    table or index it does not know. Known: its tables (with SQLite's own bookkeeping tables), its three indexes,
-    the indexes SQLite makes for constraints, and a unique index on ``rows(id)`` (files made before schema 3)."""
-    id_indexes = _id_indexes(connection) if connection.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'rows'").fetchone() else set()
-    foreign = set()
-    for kind, name, table in connection.execute("SELECT type, name, tbl_name FROM sqlite_master"):
-        known = (kind == "table" and name in KNOWN_TABLES) or (kind == "index" and table in KNOWN_TABLES and (
-            _is_known_index(connection, name, table) or str(name).startswith("sqlite_autoindex_")
-            or name in id_indexes))
-        if not known:
-            foreign.add(kind if kind in ("table", "index", "trigger", "view") else "object")
-    return sorted(foreign)
+    """The kinds of schema object in the file that scratchvault did not make, sorted (vault/storage/sqlite/catalog.py:
+    every object is compared with exactly what the vault made, its definition's text included)."""
+    return catalog.kinds(catalog.unexpected(connection, ALLOWED))
+
+
+def check_schema(connection: sqlite3.Connection, tables: frozenset[str]) -> None:
+    """IntegrityError unless everything on ``tables`` is exactly as the vault made it: run inside every write that
+    must stick, on the tables it changes, before it commits (the write lock is held, so the schema stays as checked
+    until it ends)."""
+    catalog.check(connection, ALLOWED, tables)
+
+
+ROW_TABLES = frozenset({"rows", "summaries", "chunks"})
+OWNER_KEY_TABLES = frozenset({"owner_keys", "owners", "key_reservations", "key_tombstones"})
+EPOCH_TABLES = frozenset({"epoch_keys", "epoch_reservations", "epoch_tombstones"})
 
 
 def valid_seq(seq: object) -> bool:

@@ -12,6 +12,7 @@ shred then go on in small batches, each checkpointed, so the WAL never needs mor
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -81,19 +82,24 @@ class SqliteStore:
 
     def atomic(self, statements: list[tuple[str, tuple]]) -> None:
         """Run ``statements`` inside this thread's open transaction, else in a write transaction of their own."""
+
+        def run(connection: sqlite3.Connection) -> None:
+            for sql, parameters in statements:
+                connection.execute(sql, parameters)
+
+        self.within(run)
+
+    def within(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work`` on the connection of this thread's open transaction, else in a write transaction of its own."""
         connection = self._connections.acquire()
         try:
-            joined = connection.in_transaction
-            if joined:
+            if connection.in_transaction:
                 with TRANSLATE:
-                    for sql, parameters in statements:
-                        connection.execute(sql, parameters)
+                    return work(connection)
         finally:
             self._connections.release(connection)
-        if not joined:
-            with self.transaction() as tx:
-                for sql, parameters in statements:
-                    tx.connection.execute(sql, parameters)
+        with self.transaction() as tx:
+            return work(tx.connection)
 
     def get_meta(self, name: str) -> bytes | None:
         """A value from the meta table."""

@@ -1,0 +1,112 @@
+"""The PostgreSQL schema as an allowlist: the catalog of the vault's tables must describe exactly what the vault made.
+
+Each table is described by its kind, columns (name, type, NOT NULL, default, identity, generated), constraints
+(primary keys; any foreign key or CHECK is another's), indexes (their whole definition), triggers (internal ones
+included: a foreign key from or to the table shows as such), rules, row security and its policies, and inheritance.
+Anything beyond ``EXPECTED`` is refused with IntegrityError when the store opens and before every write that must
+stick commits (on the tables it changes: its locks keep them as checked until it ends); doctor reports it
+(threat_model.md, "What the database cannot move"). A denylist of object kinds is what a writer walks around.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import psycopg
+
+from vault.errors import IntegrityError
+
+Described = tuple[str, str, str]  # (table, kind of object, its description)
+
+# one line per object on the vault's tables, in the home schema ``%(home)s`` (quoted), the tables ``%(tables)s``
+DESCRIBE = """
+WITH ours AS (SELECT c.oid, c.relname::text AS name, c.relkind, c.relrowsecurity, c.relforcerowsecurity
+              FROM pg_class c JOIN unnest(%(tables)s::text[]) AS t(name) ON c.relname = t.name
+              WHERE c.relnamespace = %(home)s::regnamespace)
+SELECT name, 'kind', relkind::text FROM ours
+UNION ALL SELECT name, 'row security', relrowsecurity::text || ' ' || relforcerowsecurity::text FROM ours
+    WHERE relrowsecurity OR relforcerowsecurity
+UNION ALL SELECT name, 'column', a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+        || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END
+        || coalesce(' DEFAULT ' || pg_get_expr(d.adbin, d.adrelid), '')
+        || CASE WHEN a.attidentity <> '' THEN ' IDENTITY ' || a.attidentity::text ELSE '' END
+        || CASE WHEN a.attgenerated <> '' THEN ' GENERATED ' || a.attgenerated::text ELSE '' END
+        || CASE WHEN a.attcollation <> 0 AND a.attcollation <> (SELECT oid FROM pg_collation
+                WHERE collname = 'default' AND collnamespace = 'pg_catalog'::regnamespace)
+           THEN ' COLLATE ' || a.attcollation::regcollation::text ELSE '' END
+    FROM ours JOIN pg_attribute a ON a.attrelid = ours.oid LEFT JOIN pg_attrdef d
+        ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+    WHERE a.attnum > 0 AND NOT a.attisdropped
+UNION ALL SELECT name, 'constraint', c.conname || ' ' || pg_get_constraintdef(c.oid)
+        || CASE WHEN c.condeferrable THEN ' DEFERRABLE' ELSE '' END
+    FROM ours JOIN pg_constraint c ON c.conrelid = ours.oid WHERE c.contype <> 'n'
+UNION ALL SELECT name, 'referenced by', c.conname FROM ours JOIN pg_constraint c ON c.confrelid = ours.oid
+UNION ALL SELECT name, 'index', replace(pg_get_indexdef(i.indexrelid), ' ON ' || %(home)s || '.', ' ON ')
+    FROM ours JOIN pg_index i ON i.indrelid = ours.oid
+UNION ALL SELECT name, 'trigger', t.tgname FROM ours JOIN pg_trigger t ON t.tgrelid = ours.oid
+UNION ALL SELECT name, 'rule', r.rulename FROM ours JOIN pg_rewrite r ON r.ev_class = ours.oid
+UNION ALL SELECT name, 'policy', p.polname FROM ours JOIN pg_policy p ON p.polrelid = ours.oid
+UNION ALL SELECT name, 'inheritance', 'inherits' FROM ours JOIN pg_inherits h ON h.inhrelid = ours.oid
+UNION ALL SELECT name, 'inheritance', 'inherited' FROM ours JOIN pg_inherits h ON h.inhparent = ours.oid
+UNION ALL SELECT name, 'shadowed', 'another relation of its name comes first on the search path' FROM ours
+    WHERE to_regclass(quote_ident(name)) IS DISTINCT FROM ours.oid
+"""
+
+
+def _table(name: str, columns: Iterable[str], key: str, indexes: Iterable[str] = ()) -> set[Described]:
+    """A table as the vault makes it: ``columns``, a primary key ``<name>_pkey`` on ``key``, and extra indexes."""
+    found = {(name, "kind", "r"), (name, "constraint", f"{name}_pkey PRIMARY KEY ({key})"),
+             (name, "index", f"CREATE UNIQUE INDEX {name}_pkey ON {name} USING btree ({key})")}
+    found |= {(name, "column", column) for column in columns}
+    return found | {(name, "index", index) for index in indexes}
+
+
+_BYTEA, _BIGINT, _INT, _DOUBLE = "bytea NOT NULL", "bigint NOT NULL", "integer NOT NULL", "double precision NOT NULL"
+EXPECTED: frozenset[Described] = frozenset(
+    {("scratchvault_schema", "kind", "r"), ("scratchvault_schema", "column", f"version {_INT}")}
+    | _table("meta", ["name text NOT NULL", f"value {_BYTEA}"], "name")
+    | _table("rows", [f"seq {_BIGINT}", f"id {_BYTEA}", f"owner_tag {_BYTEA}", f"turn_tag {_BYTEA}",
+                      f"key_version {_INT}", f"expires_at {_DOUBLE}", f"size_bytes {_BIGINT}",
+                      f"wrapped_key {_BYTEA}", f"metadata {_BYTEA}"], "seq",
+             ["CREATE INDEX rows_owner_turn ON rows USING btree (owner_tag, turn_tag, seq)",
+              "CREATE INDEX rows_expiry ON rows USING btree (expires_at)",
+              "CREATE INDEX rows_owner_usage ON rows USING btree (owner_tag, key_version) INCLUDE (size_bytes)"])
+    | _table("summaries", [f"seq {_BIGINT}", f"sealed {_BYTEA}"], "seq")
+    | _table("chunks", [f"seq {_BIGINT}", f"idx {_INT}", f"sealed {_BYTEA}"], "seq, idx")
+    | _table("owner_keys", [f"owner_tag {_BYTEA}", f"version {_INT}", f"check_value {_BYTEA}"], "owner_tag, version")
+    | _table("owners", [f"owner_tag {_BYTEA}", f"sealed_name {_BYTEA}"], "owner_tag")
+    | _table("key_reservations", [f"owner_tag {_BYTEA}", f"version {_INT}", f"reserved_at {_DOUBLE}"],
+             "owner_tag, version")
+    | _table("key_tombstones", [f"owner_tag {_BYTEA}", f"version {_INT}", f"check_value {_BYTEA}",
+                                "swept boolean NOT NULL"], "owner_tag, version")
+    | _table("deletions", [f"owner_tag {_BYTEA}", f"counter {_BIGINT}", f"body {_BYTEA}", f"tag {_BYTEA}"],
+             "owner_tag")
+    | _table("epoch_keys", [f"length {_BIGINT}", f"epoch {_BIGINT}", f"attempt {_BIGINT}", f"check_value {_BYTEA}"],
+             "length, epoch")
+    | _table("epoch_reservations", [f"length {_BIGINT}", f"epoch {_BIGINT}", f"attempt {_BIGINT}",
+                                    f"reserved_at {_DOUBLE}"], "length, epoch, attempt")
+    | _table("epoch_tombstones", [f"length {_BIGINT}", f"epoch {_BIGINT}", f"attempt {_BIGINT}",
+                                  f"check_value {_BYTEA}", "swept boolean NOT NULL"], "length, epoch, attempt"))
+
+
+def describe(connection: psycopg.Connection, home: str, tables: Sequence[str]) -> set[Described]:
+    """What the catalog says of ``tables`` in the schema ``home`` (quoted)."""
+    rows = connection.execute(DESCRIBE, {"home": home, "tables": list(tables)}).fetchall()
+    return {(str(table), str(kind), str(text)) for table, kind, text in rows}
+
+
+def unexpected(connection: psycopg.Connection, home: str, tables: Sequence[str]) -> list[Described]:
+    """What the catalog holds on ``tables`` beyond what the vault made, sorted (empty: exactly the vault's)."""
+    return sorted(describe(connection, home, tables) - EXPECTED)
+
+
+def check(connection: psycopg.Connection, home: str, tables: Sequence[str]) -> None:
+    """IntegrityError unless everything on ``tables`` is what the vault made (the message names kinds and tables,
+    never a definition's text, which may be anyone's)."""
+    found = unexpected(connection, home, tables)
+    if found:
+        what = sorted({f"{kind} on {table}" for table, kind, _ in found})
+        raise IntegrityError(f"the database holds schema objects scratchvault did not make ({', '.join(what)}): "
+                             "they can keep rows a delete removes, copy them, or undo a key's destruction; "
+                             "refusing it. Drop them after checking what they did, or restore the database from "
+                             "backup")
