@@ -33,13 +33,18 @@ ALICE, BOB = Principal("alice"), Principal("bob")
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
     """A private 16 MiB tmpfs for this test, always unmounted after it (also when the test fails)."""
+    yield from _tmpfs(tmp_path, SIZE)
+
+
+def _tmpfs(tmp_path: Path, size: int) -> Iterator[Path]:
+    """A directory on a private tmpfs of ``size`` bytes, unmounted when the generator ends."""
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root (CI runs as root)")
     if shutil.which("mount") is None or shutil.which("umount") is None:
         pytest.skip("no mount(8) and umount(8) here")
     mount_point = tmp_path / "fs"
     mount_point.mkdir(mode=0o700)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SIZE},mode=0700", "tmpfs", str(mount_point)],
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(mount_point)],
                              capture_output=True, text=True, check=False)
     if mounted.returncode:
         pytest.skip(f"cannot mount a tmpfs here (a container without CAP_SYS_ADMIN?): {mounted.stderr.strip()}")
@@ -240,4 +245,29 @@ def test_a_delete_that_rewrites_a_large_ledger_runs_on_a_completely_full_file_sy
         assert "released the ballast so deletes can run" in caplog.text
         with pytest.raises(NotFound):
             vault.get(ALICE, rows[0])
+    assert intact(db)
+
+
+@pytest.fixture
+def roomy_fs(tmp_path: Path) -> Iterator[Path]:
+    """A private 600 MiB tmpfs: room for large rows before it is filled up."""
+    yield from _tmpfs(tmp_path, 600 * MIB)
+
+
+def test_gc_and_delete_remove_large_rows_on_a_completely_full_file_system(roomy_fs):
+    db, ring, clock = roomy_fs / "v.db", MemoryKeyring(), FakeClock()
+    with open_vault(db, ring, clock, disk_reserve_bytes=16 * MIB) as vault:
+        large = vault.put(ALICE, "t", 0, "x", os.urandom(100 * MIB)).id
+        for step in range(50):  # ordinary outputs within every quota: together more WAL than the ballast holds
+            vault.put(BOB, "t", step, "x", os.urandom(5 * MIB), ttl_seconds=10)
+        assert vault.stats()["disk"]["ballast_bytes"] > MIB  # grown to what deleting the large row alone writes
+        vault.delete(ALICE, vault.put(ALICE, "t", 1, "x", "checkpoints the WAL").id)
+        fill(roomy_fs)
+        clock.advance(60)
+        assert vault.gc() == 50
+        fill(roomy_fs, "filler 2")
+        vault.delete(ALICE, large)
+        with pytest.raises(NotFound):
+            vault.get(ALICE, large)
+        assert counts(db) == (0, 0, 0)
     assert intact(db)

@@ -224,8 +224,10 @@ class SqliteWriteTx(SqliteReads):
         self._execute(schema.INSERT_CHUNK, ((seq << CHUNK_SHIFT) | index, sealed))
 
     def insert_row(self, row: StoredRow, sealed_summary: bytes) -> None:
-        """Store a row's envelope and summary."""
+        """Store a row's envelope and summary (the ballast grows with the largest row: deleting it must fit)."""
         self._check_space()
+        if self._space is not None:
+            self._space.note_row(row.size_bytes)
         self._execute(schema.INSERT_SUMMARY, (row.seq, sealed_summary))
         self._execute(schema.INSERT_ROW, (row.seq, row.row_id, row.owner_tag, row.turn_tag, row.key_version,
                                           row.expires_at, row.size_bytes, row.wrapped_key, row.metadata))

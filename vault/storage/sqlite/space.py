@@ -28,6 +28,9 @@ RESERVE_SHARE = 100
 # held of the reserve (at most half of it). On a full tmpfs a delete wrote 33 KB of WAL, a gc or shred batch of
 # FULL_DISK_BATCH rows at most 136 KB: 1 MiB is some 8 times that.
 BALLAST_BYTES = 1 * MIB
+# WAL a one-row delete writes per MiB of the row's content: 78 KB for 8 MiB and 202 KB for 32 MiB measured on a full
+# tmpfs (some 5 KB per MiB above a base), with slack
+DELETE_LOG_PER_MIB = 8 * 1024
 CHECK_EVERY = 16  # chunks (1 MiB of plaintext) a streaming put writes between two checks
 SMALL_PUT = 1 * MIB  # a put this small skips the checks while the file system was last seen roomy ...
 ROOMY = 256 * MIB  # ... that is, this far above the reserve ...
@@ -59,7 +62,7 @@ class DiskSpace:
         self._log = Path(f"{database}-wal")
         self.ballast_path = Path(f"{database}-ballast")
         self._reserve_bytes = reserve_bytes
-        self.largest_record = 0  # bytes of the largest ledger of deleted rows (note_record)
+        self.largest_record = 0  # bytes a delete rewrites whole: the largest ledger, or a large row's delete (note_row)
         self._roomy_until = 0.0  # time.monotonic() until which small puts skip their checks
 
     def usage(self) -> tuple[int, int]:
@@ -96,6 +99,12 @@ class DiskSpace:
     def seen(self, room: Room, pending: int) -> None:
         """Remember whether ``room`` was far above the reserve once ``pending`` bytes are written."""
         self._roomy_until = time.monotonic() + ROOMY_SECONDS if room.spare(pending) >= ROOMY else 0.0
+
+    def note_row(self, size_bytes: int) -> None:
+        """A row of ``size_bytes`` of content is stored: the ballast grows to what deleting it alone writes to the
+        WAL (delete_log_bytes), so that gc, delete and shred, which go down to one row per transaction on a full
+        file system, can remove it (at most half the reserve: a larger row waits for space to be freed)."""
+        self.note_record(delete_log_bytes(size_bytes))
 
     def note_record(self, size: int) -> None:
         """A record that deletes rewrite whole (an owner's ledger of deleted rows) is now ``size`` bytes: the
@@ -177,6 +186,12 @@ class Room:
                 f"free on the database's file system ({self.free:,} bytes free, {self.held:,} more in its "
                 "ballast); nothing was stored. Run gc, delete rows or free space there (the reserve keeps room for "
                 "delete and gc; Vault.open(disk_reserve_bytes=...) sets it)")
+
+
+def delete_log_bytes(size_bytes: int) -> int:
+    """What deleting one row of ``size_bytes`` writes to the WAL at most: DELETE_LOG_PER_MIB per MiB of its chunks
+    (the pages of the chunk b-tree and the free list it rewrites), whatever its summary and envelope take."""
+    return (max(0, size_bytes) // MIB + 1) * DELETE_LOG_PER_MIB
 
 
 def ballast_size(reserve: int, largest_record: int = 0) -> int:

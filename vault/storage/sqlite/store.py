@@ -48,8 +48,10 @@ class SqliteStore:
         self.commitments = SqliteCommitments(self)
         with self.transaction() as tx:
             self._ids_indexed = schema.migrate(tx.connection)
-            largest = tx.connection.execute("SELECT coalesce(max(length(body)), 0) FROM deletions").fetchone()[0]
+            largest, row = tx.connection.execute("SELECT (SELECT coalesce(max(length(body)), 0) FROM deletions), "
+                                                 "(SELECT coalesce(max(size_bytes), 0) FROM rows)").fetchone()
         self.space.note_record(largest if type(largest) is int else 0)
+        self.space.note_row(row if type(row) is int else 0)
 
     def transaction(self) -> SqliteWriteTx:
         """A write transaction; commits when the block ends, rolls back when it raises."""
@@ -171,7 +173,8 @@ class SqliteStore:
         """Delete the rows ``select`` finds, GC_BATCH per committed transaction (other writers get the lock in
         between), then scrub (after the last batch's commit, in its turn); ``progress`` gets the running total
         after each batch. A full file system makes room (the ballast) and the rest goes FULL_DISK_BATCH at a time,
-        each batch checkpointed."""
+        each batch checkpointed, halved each time its WAL still does not fit, down to one row (the ballast is sized
+        for the largest row's delete: space.note_row)."""
         removed, batch, full = 0, GC_BATCH, False
         while True:
             try:
@@ -182,10 +185,13 @@ class SqliteStore:
                     if last and removed + len(seqs):
                         self._scrub_pending = True
             except FileSystemFull:
-                if full:
+                if full and batch == 1:
                     raise
-                self._make_room()
-                batch, full = min(batch, FULL_DISK_BATCH), True
+                if full:  # the batch's WAL did not fit: halve it, down to one row (the ballast holds a row's)
+                    self.scrub()
+                else:
+                    self._make_room()
+                batch, full = max(1, min(batch, FULL_DISK_BATCH) // (2 if full else 1)), True
                 continue
             removed += len(seqs)
             if progress is not None:
