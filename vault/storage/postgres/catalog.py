@@ -1,8 +1,11 @@
 """The PostgreSQL schema as an allowlist: the catalog of the vault's tables must describe exactly what the vault made.
 
-Each table is described by its kind, columns (name, type, NOT NULL, default, identity, generated), constraints
-(primary keys; any foreign key or CHECK is another's), indexes (their whole definition), triggers (internal ones
-included: a foreign key from or to the table shows as such), rules, row security and its policies, and inheritance.
+Every catalog relation is named with its schema, ``pg_catalog``: a session's temporary relations come first on its
+search path, and one of the vault's pooled sessions may have been made to create some. Each table is described by
+its kind and persistence (an UNLOGGED table is emptied by a crash), columns (name, type, NOT NULL, default,
+identity, generated), constraints (primary keys; any foreign key or CHECK is another's), indexes (their whole
+definition), triggers (internal ones included: a foreign key from or to the table shows as such), rules, row
+security and its policies, and inheritance.
 Anything beyond ``EXPECTED`` is refused with IntegrityError when the store opens and before every write that must
 stick commits (on the tables it changes: its locks keep them as checked until it ends); doctor reports it
 (threat_model.md, "What the database cannot move"). A denylist of object kinds is what a writer walks around.
@@ -20,10 +23,11 @@ Described = tuple[str, str, str]  # (table, kind of object, its description)
 
 # one line per object on the vault's tables, in the home schema ``%(home)s`` (quoted), the tables ``%(tables)s``
 DESCRIBE = """
-WITH ours AS (SELECT c.oid, c.relname::text AS name, c.relkind, c.relrowsecurity, c.relforcerowsecurity
-              FROM pg_class c JOIN unnest(%(tables)s::text[]) AS t(name) ON c.relname = t.name
+WITH ours AS (SELECT c.oid, c.relname::text AS name, c.relkind, c.relpersistence, c.relrowsecurity,
+                     c.relforcerowsecurity
+              FROM pg_catalog.pg_class c JOIN unnest(%(tables)s::text[]) AS t(name) ON c.relname = t.name
               WHERE c.relnamespace = %(home)s::regnamespace)
-SELECT name, 'kind', relkind::text FROM ours
+SELECT name, 'kind', relkind::text || ' ' || relpersistence::text FROM ours
 UNION ALL SELECT name, 'row security', relrowsecurity::text || ' ' || relforcerowsecurity::text FROM ours
     WHERE relrowsecurity OR relforcerowsecurity
 UNION ALL SELECT name, 'column', a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
@@ -31,23 +35,23 @@ UNION ALL SELECT name, 'column', a.attname || ' ' || format_type(a.atttypid, a.a
         || coalesce(' DEFAULT ' || pg_get_expr(d.adbin, d.adrelid), '')
         || CASE WHEN a.attidentity <> '' THEN ' IDENTITY ' || a.attidentity::text ELSE '' END
         || CASE WHEN a.attgenerated <> '' THEN ' GENERATED ' || a.attgenerated::text ELSE '' END
-        || CASE WHEN a.attcollation <> 0 AND a.attcollation <> (SELECT oid FROM pg_collation
+        || CASE WHEN a.attcollation <> 0 AND a.attcollation <> (SELECT oid FROM pg_catalog.pg_collation
                 WHERE collname = 'default' AND collnamespace = 'pg_catalog'::regnamespace)
            THEN ' COLLATE ' || a.attcollation::regcollation::text ELSE '' END
-    FROM ours JOIN pg_attribute a ON a.attrelid = ours.oid LEFT JOIN pg_attrdef d
+    FROM ours JOIN pg_catalog.pg_attribute a ON a.attrelid = ours.oid LEFT JOIN pg_catalog.pg_attrdef d
         ON d.adrelid = a.attrelid AND d.adnum = a.attnum
     WHERE a.attnum > 0 AND NOT a.attisdropped
 UNION ALL SELECT name, 'constraint', c.conname || ' ' || pg_get_constraintdef(c.oid)
         || CASE WHEN c.condeferrable THEN ' DEFERRABLE' ELSE '' END
-    FROM ours JOIN pg_constraint c ON c.conrelid = ours.oid WHERE c.contype <> 'n'
-UNION ALL SELECT name, 'referenced by', c.conname FROM ours JOIN pg_constraint c ON c.confrelid = ours.oid
+    FROM ours JOIN pg_catalog.pg_constraint c ON c.conrelid = ours.oid WHERE c.contype <> 'n'
+UNION ALL SELECT name, 'referenced by', c.conname FROM ours JOIN pg_catalog.pg_constraint c ON c.confrelid = ours.oid
 UNION ALL SELECT name, 'index', replace(pg_get_indexdef(i.indexrelid), ' ON ' || %(home)s || '.', ' ON ')
-    FROM ours JOIN pg_index i ON i.indrelid = ours.oid
-UNION ALL SELECT name, 'trigger', t.tgname FROM ours JOIN pg_trigger t ON t.tgrelid = ours.oid
-UNION ALL SELECT name, 'rule', r.rulename FROM ours JOIN pg_rewrite r ON r.ev_class = ours.oid
-UNION ALL SELECT name, 'policy', p.polname FROM ours JOIN pg_policy p ON p.polrelid = ours.oid
-UNION ALL SELECT name, 'inheritance', 'inherits' FROM ours JOIN pg_inherits h ON h.inhrelid = ours.oid
-UNION ALL SELECT name, 'inheritance', 'inherited' FROM ours JOIN pg_inherits h ON h.inhparent = ours.oid
+    FROM ours JOIN pg_catalog.pg_index i ON i.indrelid = ours.oid
+UNION ALL SELECT name, 'trigger', t.tgname FROM ours JOIN pg_catalog.pg_trigger t ON t.tgrelid = ours.oid
+UNION ALL SELECT name, 'rule', r.rulename FROM ours JOIN pg_catalog.pg_rewrite r ON r.ev_class = ours.oid
+UNION ALL SELECT name, 'policy', p.polname FROM ours JOIN pg_catalog.pg_policy p ON p.polrelid = ours.oid
+UNION ALL SELECT name, 'inheritance', 'inherits' FROM ours JOIN pg_catalog.pg_inherits h ON h.inhrelid = ours.oid
+UNION ALL SELECT name, 'inheritance', 'inherited' FROM ours JOIN pg_catalog.pg_inherits h ON h.inhparent = ours.oid
 UNION ALL SELECT name, 'shadowed', 'another relation of its name comes first on the search path' FROM ours
     WHERE to_regclass(quote_ident(name)) IS DISTINCT FROM ours.oid
 """
@@ -55,7 +59,7 @@ UNION ALL SELECT name, 'shadowed', 'another relation of its name comes first on 
 
 def _table(name: str, columns: Iterable[str], key: str, indexes: Iterable[str] = ()) -> set[Described]:
     """A table as the vault makes it: ``columns``, a primary key ``<name>_pkey`` on ``key``, and extra indexes."""
-    found = {(name, "kind", "r"), (name, "constraint", f"{name}_pkey PRIMARY KEY ({key})"),
+    found = {(name, "kind", "r p"), (name, "constraint", f"{name}_pkey PRIMARY KEY ({key})"),
              (name, "index", f"CREATE UNIQUE INDEX {name}_pkey ON {name} USING btree ({key})")}
     found |= {(name, "column", column) for column in columns}
     return found | {(name, "index", index) for index in indexes}
@@ -63,7 +67,7 @@ def _table(name: str, columns: Iterable[str], key: str, indexes: Iterable[str] =
 
 _BYTEA, _BIGINT, _INT, _DOUBLE = "bytea NOT NULL", "bigint NOT NULL", "integer NOT NULL", "double precision NOT NULL"
 EXPECTED: frozenset[Described] = frozenset(
-    {("scratchvault_schema", "kind", "r"), ("scratchvault_schema", "column", f"version {_INT}")}
+    {("scratchvault_schema", "kind", "r p"), ("scratchvault_schema", "column", f"version {_INT}")}
     | _table("meta", ["name text NOT NULL", f"value {_BYTEA}"], "name")
     | _table("rows", [f"seq {_BIGINT}", f"id {_BYTEA}", f"owner_tag {_BYTEA}", f"turn_tag {_BYTEA}",
                       f"key_version {_INT}", f"expires_at {_DOUBLE}", f"size_bytes {_BIGINT}",

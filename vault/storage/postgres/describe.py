@@ -17,7 +17,7 @@ from vault.storage.base import Finding
 from vault.storage.epoch_report import LIVE, NO_EPOCH, UNSWEPT, epoch_findings
 from vault.storage.postgres.connections import CONNECT_TIMEOUT, TRANSLATE
 from vault.storage.postgres.schema import OUR_TABLES, SCHEMA_VERSION, TABLES, check_foreign_objects
-from vault.storage.sqlite.schema import blob
+from vault.storage.sql.values import blob
 
 # in the order _role selects them
 ROLE_ATTRIBUTES = {"rolsuper": "SUPERUSER", "rolcreaterole": "CREATEROLE", "rolcreatedb": "CREATEDB",

@@ -27,7 +27,7 @@ from vault.errors import IntegrityError, StorageError
 from vault.storage.base import ListedRow, RowSeqs, StoredRow
 from vault.storage.postgres import sql
 from vault.storage.postgres.connections import TRANSLATE, fetched
-from vault.storage.sqlite.schema import blob, check_columns, sealed_ledger
+from vault.storage.sql.values import blob, check_columns, sealed_ledger
 
 if TYPE_CHECKING:
     from vault.storage.postgres.store import PostgresStore

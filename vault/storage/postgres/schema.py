@@ -71,7 +71,7 @@ ALTER TABLE chunks ALTER COLUMN sealed SET STORAGE EXTERNAL;
 ALTER TABLE deletions ALTER COLUMN body SET STORAGE EXTERNAL
 """
 # where the vault's tables live: the schema holding its version table, else the one its DDL would create them in
-HOME = ("SELECT coalesce((SELECT relnamespace::regnamespace::text FROM pg_class "
+HOME = ("SELECT coalesce((SELECT relnamespace::regnamespace::text FROM pg_catalog.pg_class "
         "WHERE oid = to_regclass('scratchvault_schema')), quote_ident(current_schema()))")
 # whether a table of the vault is missing (dropped behind its back; one no call uses yet would go unnoticed)
 MISSING = ("SELECT count(*) FROM unnest(%(tables)s::text[]) AS name "

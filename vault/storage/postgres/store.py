@@ -22,7 +22,7 @@ from vault.storage.postgres.connections import TRANSLATE, Pool, is_retryable
 from vault.storage.postgres.rows import PgReads
 from vault.storage.postgres.schema import LOCK_CLASS, META_LOCK, migrate
 from vault.storage.postgres.writes import PgWriteTx, delete_batch
-from vault.storage.sqlite.schema import blob
+from vault.storage.sql.values import blob
 
 T = TypeVar("T")
 MAX_CHUNKS = 1 << 20  # chunks per row, as on SQLite (a row of 64 GiB), so a vault moves between the two

@@ -16,7 +16,7 @@ from vault.storage.postgres import sql
 from vault.storage.postgres.connections import TRANSLATE, fetched
 from vault.storage.postgres.rows import FLUSH_BYTES, PgReads, with_summaries
 from vault.storage.postgres.schema import KEYS_LOCK, LOCK_CLASS, OWNER_LOCK_CLASS, check_foreign_objects
-from vault.storage.sqlite.schema import blob, check_columns
+from vault.storage.sql.values import blob, check_columns
 
 
 def owner_lock_key(owner_tag: bytes) -> tuple[int, int]:
@@ -130,15 +130,17 @@ class PgWriteTx(PgReads):
                 self._begun = True
             self._send_queued()
 
-    def lock_keys(self, owner_tag: bytes) -> None:
-        """Take the key lock, then the owner's: what every change to an owner's key versions holds (a first key, a
-        rotation, a shred, a retirement), always in this order, so they never deadlock and never interleave (a
-        shred waits for a rotation's keyring write, as it waits for SQLite's one writer lock)."""
+    def lock_keys(self, owner_tag: bytes | None = None) -> None:
+        """Take the key lock, then the owner's (None: the key lock alone, what an epoch's attempts take): what every
+        change to an owner's key versions holds (a reservation, a first key, a rotation, a shred, a retirement),
+        always in this order, so they never deadlock and never interleave (a shred waits for a rotation's keyring
+        write, as it waits for SQLite's one writer lock)."""
         key = (LOCK_CLASS, KEYS_LOCK)
         if key not in self._locked:
             self._run(sql.OWNER_LOCK, key)
             self._locked.add(key)
-        self.lock_owner(owner_tag)
+        if owner_tag is not None:
+            self.lock_owner(owner_tag)
 
     def lock_owner(self, owner_tag: bytes) -> None:
         """Take the owner's advisory lock (once per transaction), queueing behind the owner's other writers."""

@@ -12,6 +12,7 @@ from keys import EPOCH_WRAPPED_SIZE
 from vault.errors import UnsafeStorage, VaultError
 from vault.storage.base import Finding
 from vault.storage.epoch_report import LIVE, NO_EPOCH, UNSWEPT, epoch_findings
+from vault.storage.sql import values
 from vault.storage.sqlite import paths, schema, space
 from vault.storage.sqlite.connections import TRANSLATE, file_uri
 
@@ -42,7 +43,7 @@ def vault_id_at(path: Path) -> bytes | None:
         if connection.execute("PRAGMA user_version").fetchone()[0] == 0:
             return None
         found = connection.execute("SELECT value FROM meta WHERE name = 'vault_id'").fetchone()
-    return None if found is None else schema.blob(found[0])
+    return None if found is None else values.blob(found[0])
 
 
 def backup(path: Path, target: Path) -> None:
@@ -69,7 +70,7 @@ def _facts(connection: sqlite3.Connection, now: float) -> list[Finding]:
     later = "" if version == schema.SCHEMA_VERSION else (
         f" (raised to {schema.SCHEMA_VERSION} when this scratchvault next opens it)")
     vault_id = connection.execute("SELECT value FROM meta WHERE name = 'vault_id'").fetchone()
-    vault = schema.blob(vault_id[0]).hex() if vault_id else None
+    vault = values.blob(vault_id[0]).hex() if vault_id else None
     lookup = ("an index on row ids (a file made before schema 3: puts write one more page)"
               if schema.has_id_index(connection) else "the seq each row id names (no index on ids)")
     rows, size, expired = connection.execute(schema.COUNTS, (now,)).fetchone()

@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING
 from keys import EPOCH_WRAPPED_SIZE, SealedLedger
 from vault.errors import IntegrityError
 from vault.storage.base import ListedRow, RowSeqs, StoredRow
+from vault.storage.sql import values
+from vault.storage.sql.values import blob
 from vault.storage.sqlite import schema
 from vault.storage.sqlite.connections import TRANSLATE, Connections
 from vault.storage.sqlite.deletes import delete_seqs, secure_delete_fast
-from vault.storage.sqlite.schema import CHUNK_SHIFT, MAX_CHUNKS, blob, valid_seq
+from vault.storage.sqlite.schema import CHUNK_SHIFT, MAX_CHUNKS, valid_seq
 from vault.storage.sqlite.space import CHECK_EVERY, REUSABLE, put_needs
 from vault.storage.sqlite.writers import Writers
 
@@ -83,7 +85,7 @@ class SqliteReads:
         with TRANSLATE:
             found = self._execute(schema.SELECT_TURN_SUMMARIES, (owner_tag, turn_tag, now)).fetchall()
         for _seq, row_id, key_version, expires_at, size_bytes, sealed in found:
-            schema.check_columns(key_version, expires_at, size_bytes)
+            values.check_columns(key_version, expires_at, size_bytes)
             if type(row_id) is not bytes:
                 raise IntegrityError("a stored row has columns of the wrong type")
             if type(sealed) is not bytes or not sealed:
@@ -134,7 +136,7 @@ class SqliteReads:
         with TRANSLATE:
             found = self._execute("SELECT counter, body, tag FROM deletions WHERE owner_tag = ?",
                                   (owner_tag,)).fetchone()
-        return None if found is None else schema.sealed_ledger(*found)
+        return None if found is None else values.sealed_ledger(*found)
 
     def ledger_head(self, owner_tag: bytes) -> tuple[int, bytes] | None:
         """The counter and tag of the owner's deletion ledger (its body not read), or None."""
@@ -146,7 +148,7 @@ class SqliteReads:
         """Every owner's deletion ledger."""
         with TRANSLATE:
             found = self._execute("SELECT owner_tag, counter, body, tag FROM deletions").fetchall()
-        return [(schema.blob(owner_tag), schema.sealed_ledger(*rest)) for owner_tag, *rest in found]
+        return [(values.blob(owner_tag), values.sealed_ledger(*rest)) for owner_tag, *rest in found]
 
     def expiring(self, after: float, until: float) -> list[StoredRow]:
         """Rows live at ``after`` that expire by ``until``."""
@@ -279,7 +281,7 @@ class SqliteWriteTx(SqliteReads):
         found = self._execute("SELECT id, expires_at FROM rows WHERE seq = ?", (seq,)).fetchone()
         if found is None or found[0] != row_id:
             return None
-        schema.check_columns(1, found[1], 0)
+        values.check_columns(1, found[1], 0)
         delete_seqs(self.connection, [seq])
         self._deleted = True
         return found[1]

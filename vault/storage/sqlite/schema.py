@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import sqlite3
 
-from keys import MAX_KEY_VERSION, SealedLedger
 from vault.errors import IntegrityError, StorageError
 from vault.storage.base import StoredRow
+from vault.storage.sql.values import blob, check_columns
 from vault.storage.sqlite import catalog
 
 # 2: row format 2 (binary metadata; summaries under turn keys). Raised on open, so a scratchvault that knows only
@@ -218,24 +218,3 @@ def stored_row(row: tuple) -> StoredRow:
 def with_summaries(found: list[tuple]) -> list[tuple[StoredRow, bytes | None]]:
     """Rows selected with their summary as the last column: (row, sealed summary or None if missing)."""
     return [(stored_row(row[:-1]), None if row[-1] is None else blob(row[-1])) for row in found]
-
-
-def check_columns(key_version: object, expires_at: object, size_bytes: object) -> None:
-    """A row's typed clear columns (REAL expiry, INTEGER version and size) as the vault writes them."""
-    if not (type(key_version) is int and 1 <= key_version <= MAX_KEY_VERSION and type(expires_at) is float
-            and type(size_bytes) is int and 0 <= size_bytes < 2**63):
-        raise IntegrityError("a stored row has columns of the wrong type")
-
-
-def sealed_ledger(counter: object, body: object, tag: object) -> SealedLedger:
-    """A deletion ledger as stored; a column of the wrong type (only a writer of the file makes one) is tampering."""
-    if type(counter) is not int:
-        raise IntegrityError("a stored deletion ledger has columns of the wrong type")
-    return SealedLedger(counter, blob(body), blob(tag))
-
-
-def blob(value: object) -> bytes:
-    """A column that holds bytes; anything else is tampering."""
-    if not isinstance(value, bytes):
-        raise IntegrityError("a stored column that holds bytes holds something else")
-    return value

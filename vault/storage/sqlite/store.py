@@ -19,12 +19,13 @@ from typing import Any, TypeVar
 
 from vault.errors import StorageError
 from vault.storage.base import Progress
+from vault.storage.sql.values import blob
 from vault.storage.sqlite import schema
 from vault.storage.sqlite.commitments import SqliteCommitments
 from vault.storage.sqlite.connections import TRANSLATE, Connections, FileSystemFull
 from vault.storage.sqlite.deletes import delete_seqs
 from vault.storage.sqlite.rows import SqliteReads, SqliteWriteTx
-from vault.storage.sqlite.schema import GC_BATCH, MAX_CHUNKS, blob
+from vault.storage.sqlite.schema import GC_BATCH, MAX_CHUNKS
 from vault.storage.sqlite.space import REUSABLE, DiskSpace, put_needs
 from vault.storage.sqlite.writers import Writers
 

@@ -1,0 +1,60 @@
+"""The checks on what comes back from either store's tables: a value of the wrong type or range was written by
+someone else than the vault (a writer of the database), so it is an IntegrityError, never used."""
+
+from __future__ import annotations
+
+import math
+
+from keys import MAX_KEY_VERSION, SealedLedger
+from vault.errors import IntegrityError
+
+_MAX = 2**63 - 1
+
+
+def blob(value: object) -> bytes:
+    """A column that holds bytes; anything else is tampering."""
+    if not isinstance(value, bytes):
+        raise IntegrityError("a stored column that holds bytes holds something else")
+    return value
+
+
+def key_version(value: object) -> int:
+    """A key version column as the vault writes it."""
+    if type(value) is not int or not 0 <= value <= MAX_KEY_VERSION:
+        raise IntegrityError("a stored key version has the wrong type or range")
+    return value
+
+
+def epoch_number(value: object) -> int:
+    """An epoch length, number or attempt as the vault writes it."""
+    if type(value) is not int or not 0 <= value < 2**63:
+        raise IntegrityError("a stored epoch has the wrong type or range")
+    return value
+
+
+def is_swept(value: object) -> bool:
+    """A tombstone's swept flag: true only as the vault writes it (1 on SQLite, true on PostgreSQL); anything else
+    counts as unswept, so its entry is looked for again."""
+    return value is True or (type(value) is int and value == 1)
+
+
+def whole_seconds(ended_by: float) -> int:
+    """``ended_by`` as whole seconds for the integer comparison ``epoch < ended_by / length`` (an epoch has ended by
+    t exactly when ``(epoch + 1) * length <= floor(t)``), clamped to the range of a 64-bit integer."""
+    if ended_by != ended_by or ended_by < 0:
+        return -1
+    return min(math.floor(ended_by), _MAX)
+
+
+def check_columns(version: object, expires_at: object, size_bytes: object) -> None:
+    """A row's typed clear columns (REAL expiry, INTEGER version and size) as the vault writes them."""
+    if not (type(version) is int and 1 <= version <= MAX_KEY_VERSION and type(expires_at) is float
+            and type(size_bytes) is int and 0 <= size_bytes < 2**63):
+        raise IntegrityError("a stored row has columns of the wrong type")
+
+
+def sealed_ledger(counter: object, body: object, tag: object) -> SealedLedger:
+    """A deletion ledger as stored; a column of the wrong type is tampering."""
+    if type(counter) is not int:
+        raise IntegrityError("a stored deletion ledger has columns of the wrong type")
+    return SealedLedger(counter, blob(body), blob(tag))
