@@ -29,6 +29,9 @@ class KeyCommitments(Protocol):
         """Reserve the next version in a committed transaction of its own (never inside another); older
         reservations that never got a commitment, made before ``abandon_before``, are tombstoned."""
 
+    def version_tops(self) -> list[tuple[bytes, int]]:
+        """(owner tag, the highest version reserved, committed or tombstoned) of every owner the database lists."""
+
     def version_pending(self, owner_tag: bytes, version: int) -> bool:
         """Whether a version is reserved, not committed and not tombstoned."""
 

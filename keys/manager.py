@@ -142,6 +142,8 @@ class KeyManager:
                 "this owner's older key versions share one keyring entry from before schema 4 with a version that "
                 "stays, and that entry is never rewritten: run rotate_owner_key and rewrap, then retire (the old "
                 "entry is then deleted whole)")
+        if versions:  # the keyring says so first: a sweep deletes them whatever the database later says
+            self._entries.retire_below(owner_tag, max(versions) + 1)
         destroyed = self._commitments.tombstone_owner_versions(owner_tag, versions)
         self._cache.invalidate(("owner", user_id))
         return destroyed
@@ -163,7 +165,16 @@ class KeyManager:
 
     def sweep_unlisted(self, owner_tag: bytes, destroyed: set[int]) -> int:
         """After a shred, the owner's entries the database does not list (OwnerEntries.destroy_unlisted)."""
+        self.adopt_owner_marks()
         return self._entries.destroy_unlisted(owner_tag, destroyed)
+
+    def adopt_owner_marks(self) -> None:
+        """Once per vault: write each owner's issued mark from the highest version the database lists, for owners
+        whose versions passed the always-probed range before the keyring kept marks (keys/owner_marks.py); a
+        writer of the database who acted before this ran is out of reach (threat_model.md)."""
+        marks = self._entries.marks
+        if not marks.adopted():
+            marks.adopt(self._commitments.version_tops())
 
     def epoch_commitment(self, epoch: tuple[int, int]) -> bytes | None:
         """The commitment the database records for an epoch's live key (inside the caller's write transaction on
@@ -193,6 +204,7 @@ class KeyManager:
         commitment. A write that fails or times out leaves its reservation tombstoned (best effort; else the
         next reservation abandons it), so a late landing never makes a usable key."""
         owner_tag = self.index_key().owner_tag(user_id)
+        self.adopt_owner_marks()
         now = time.time()
         version = self._commitments.reserve_owner_version(owner_tag, now, now - self._abandon_after)
         if version > MAX_VERSION:

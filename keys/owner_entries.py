@@ -8,10 +8,8 @@ Files made before schema 4 kept every version in one mutable entry (service ``..
 hex>``): its recorded versions are read from it, never copied or rewritten, and it is deleted once none of them
 is live (threat_model.md, "Keyring entries").
 
-How far a shred looks in the keyring never rests on the database alone: versions 1 to ALWAYS_PROBED are always asked
-for, and a version above that is written only after the owner's ``issued-through`` mark (service
-``.../owner-issued``, user the owner tag in hex, the password a decimal number, never lowered) covers it; the probe
-goes to the highest of the two bounds and of what the database lists, then PROBE_GAP further misses.
+How far a shred or a retirement looks in the keyring never rests on the database alone: the owner's marks in the
+keyring (keys/owner_marks.py) bound it, and a version the database numbers far past them is never written.
 """
 
 from __future__ import annotations
@@ -20,29 +18,27 @@ import threading
 from typing import TYPE_CHECKING
 
 from keys.blind_index import tags_equal
+from keys.errors import KeyUnavailable
 from keys.keyring_edge import KeyringEdge
 from keys.keyset import OwnerKeyset, parse_single_key
-from keys.secret import Secret
+from keys.owner_marks import ALWAYS_PROBED, PROBE_GAP, OwnerMarks
 
 if TYPE_CHECKING:
     from keys.commitments import KeyCommitments
 
-ALWAYS_PROBED = 16  # versions a shred asks the keyring for whatever any record says; higher ones need the mark first
-PROBE_GAP = 16  # misses past the highest bound a shred still looks for (versions made before the mark existed)
-_MAX_DIGITS = 10  # a key version fits in 31 bits
 
 
 class OwnerEntries:
     """Reads, writes once, and deletes the keyring entries of owner key versions."""
 
-    __slots__ = ("_commitments", "_issued_service", "_keyring", "_legacy_service", "_lock", "_service", "_vault_id",
-                 "destroyed_on_sight")
+    __slots__ = ("_commitments", "_keyring", "_legacy_service", "_lock", "_service", "_vault_id", "destroyed_on_sight",
+                 "marks")
 
     def __init__(self, keyring: KeyringEdge, vault_id: bytes, commitments: KeyCommitments) -> None:
         self._keyring, self._commitments, self._vault_id = keyring, commitments, vault_id
         prefix = "scratchvault/" + vault_id.hex()
         self._service, self._legacy_service = prefix + "/owner-key", prefix + "/owner"
-        self._issued_service = prefix + "/owner-issued"
+        self.marks = OwnerMarks(keyring, vault_id)
         self._lock = threading.Lock()
         self.destroyed_on_sight = 0  # entries found under destroyed versions (or a fresh one) and deleted
 
@@ -52,29 +48,24 @@ class OwnerEntries:
         return None if stored is None else OwnerKeyset(version, {version: parse_single_key(stored, "owner key")})
 
     def write_new(self, owner_tag: bytes, version: int, keyset: OwnerKeyset) -> None:
-        """Write a version's entry once. The caller holds its reservation and the database write lock, so an
-        entry already there was left by a write that was given up, or under a reservation a writer of the
-        file rolled back: never adopted, deleted and counted first."""
-        name = _name(owner_tag, version)
+        """Write a version's entry once, after the owner's issued mark covers it (keys/owner_marks.py). The caller
+        holds its reservation and the database write lock, so an entry already there was left by a write that was
+        given up, or under a reservation a writer of the file rolled back: never adopted, deleted and counted
+        first. A version the retired mark covers, or one numbered past the issued mark by more than PROBE_GAP (a
+        reservation a writer of the database planted), is refused: nothing is written."""
+        if version < self.marks.read("retired", owner_tag):
+            raise KeyUnavailable("this owner key version was retired while it was being made; retry")
+        if version > max(ALWAYS_PROBED, self.marks.read("issued", owner_tag)) + PROBE_GAP:
+            raise KeyUnavailable("the database numbers this owner's next key version far past any the keyring "
+                                 "issued (a writer of the database); nothing was written. Check it with 'scratchvault "
+                                 "doctor'")
         if version > ALWAYS_PROBED:
-            self._cover(owner_tag, version)
+            self.marks.raise_to("issued", owner_tag, version)
+        name = _name(owner_tag, version)
         if self._keyring.get(self._service, name) is not None:
             self._keyring.delete(self._service, name)
             self._count(1)
         self._keyring.set(self._service, name, keyset.entry(version))
-
-    def issued_through(self, owner_tag: bytes) -> int:
-        """The owner's mark: the highest version any entry may have been written under (0 when it has none; an
-        unreadable value counts as none, so the probe still covers ALWAYS_PROBED)."""
-        stored = self._keyring.get(self._issued_service, owner_tag.hex())
-        text = "" if stored is None else stored.reveal()
-        return int(text) if 0 < len(text) <= _MAX_DIGITS and text.isascii() and text.isdigit() else 0
-
-    def _cover(self, owner_tag: bytes, version: int) -> None:
-        """Raise the owner's mark to ``version`` before its entry is written (never lowered; a keyring that fails
-        fails the write, so no entry exists beyond what a shred probes)."""
-        if self.issued_through(owner_tag) < version:
-            self._keyring.set(self._issued_service, owner_tag.hex(), Secret(str(version)))
 
     def legacy(self, owner_tag: bytes) -> OwnerKeyset | None:
         """The owner's keyset in the layout of files made before schema 4, if that entry still exists."""
@@ -100,47 +91,67 @@ class OwnerEntries:
     def sweep(self, owner_tag: bytes | None, *, everything: bool = False, destroyed: set[int] = frozenset()) -> int:
         """Delete the entries of destroyed versions (of one owner, or all) not yet known gone, and each such
         owner's old-layout entry; ``everything`` looks again under those already swept; ``destroyed``: versions of
-        ``owner_tag`` this process destroyed, deleted whatever the database's tombstones say. Returns how many
-        entries came back after they were known gone (a write given up that landed late): counted."""
+        ``owner_tag`` this process destroyed, deleted whatever the database's tombstones say, as is every version
+        the owner's retired mark covers and its swept mark does not yet. Returns how many entries came back after
+        they were known gone (a write given up that landed late, or a tombstone a writer removed): counted."""
         late = 0
         tombstones = self._commitments.tombstones(owner_tag, unswept_only=not everything)
         if owner_tag is not None:  # a version destroyed here whose tombstone the database lost is swept as found
-            listed = {version for tag, version, _ in self._commitments.tombstones(owner_tag, unswept_only=False)}
+            listed = {version for _, version, _ in self._commitments.tombstones(owner_tag, unswept_only=False)}
             tombstones = tombstones + [(owner_tag, version, True) for version in sorted(destroyed - listed)]
+            late += self._sweep_retired(owner_tag, listed | destroyed)
         for tag in sorted({tag for tag, _, _ in tombstones}):
             mine = [(version, swept) for other, version, swept in tombstones if other == tag]
             for version, swept in mine:
-                name = _name(tag, version)
-                if self._keyring.get(self._service, name) is not None:
-                    self._keyring.delete(self._service, name)
-                    late += swept
+                if self._delete(tag, version) and swept:
+                    late += 1
             self._delete_legacy_if_dead(tag)
             self._commitments.mark_swept(tag, [version for version, swept in mine if not swept])
         self._count(late)
         return late
 
+    def _sweep_retired(self, owner_tag: bytes, tombstoned: set[int]) -> int:
+        """Delete the entries of versions the owner's retired mark covers and its swept mark does not, then raise the
+        swept mark; returns how many were found that no tombstone named (a writer of the database removed it)."""
+        retired = self.marks.read("retired", owner_tag)
+        swept = self.marks.read("swept", owner_tag)
+        found = sum(self._delete(owner_tag, version) and version not in tombstoned
+                    for version in range(max(1, swept), retired))
+        if swept < retired:
+            self.marks.raise_to("swept", owner_tag, retired)
+        return found
+
+    def _delete(self, owner_tag: bytes, version: int) -> bool:
+        """Delete one version's entry if it exists; whether it did."""
+        name = _name(owner_tag, version)
+        if self._keyring.get(self._service, name) is None:
+            return False
+        self._keyring.delete(self._service, name)
+        return True
+
+    def retire_below(self, owner_tag: bytes, version: int) -> None:
+        """Record in the keyring that every version of the owner below ``version`` is retired (before the database's
+        tombstones commit): sweeps delete their entries whatever the database says, and none is written again."""
+        self.marks.raise_to("retired", owner_tag, version)
+
     def destroy_unlisted(self, owner_tag: bytes, destroyed: set[int]) -> int:
-        """After a shred: delete every entry of the owner the database does not list as live, found by asking the
-        keyring for each version up to the highest of ALWAYS_PROBED, the owner's mark, ``destroyed`` (what the
-        shred itself destroyed) and what the database lists, then PROBE_GAP further misses: a writer of the
-        database who removed the versions' rows before the shred would otherwise keep their keys. Under the
-        database write lock, so no version is written meanwhile; returns how many were found, and counts them."""
+        """After a shred: delete every entry of the owner but a version made since (numbered past everything the shred
+        destroyed), found by asking the keyring for each version up to the owner's issued mark (or ALWAYS_PROBED)
+        and PROBE_GAP more, and, by name, each higher version the database or the shred names: a writer of the
+        database who removed or put back the versions' rows would otherwise keep their keys. Under the database
+        write lock, so no version is written meanwhile; returns how many were found, and counts them."""
+        newest = max(destroyed, default=0)
         with self._commitments.locked():
-            live = set(self._commitments.owner_commitments(owner_tag))
-            listed = [version for tag, version, _ in self._commitments.tombstones(owner_tag, unswept_only=False)
-                      if tag == owner_tag]
-            top = max([ALWAYS_PROBED, self.issued_through(owner_tag), *destroyed, *listed, *live])
-            found, version, misses = 0, 0, 0
-            while version < top or misses < PROBE_GAP:
-                version += 1
-                name = _name(owner_tag, version)
-                if version in live or self._commitments.version_pending(owner_tag, version):
-                    misses = 0
-                elif self._keyring.get(self._service, name) is not None:
-                    self._keyring.delete(self._service, name)
-                    found, misses = found + 1, 0
-                elif version > top:  # below the bound every version is asked for, present or not
-                    misses += 1
+            newer = {version for version in self._commitments.owner_commitments(owner_tag) if version > newest}
+            listed = {version for tag, version, _ in self._commitments.tombstones(owner_tag, unswept_only=False)
+                      if tag == owner_tag}
+            top = max(ALWAYS_PROBED, self.marks.read("issued", owner_tag)) + PROBE_GAP
+            named = {version for version in listed | destroyed if version > top}
+            found = 0
+            for version in [*range(1, top + 1), *sorted(named)]:
+                if version > newest and (version in newer or self._commitments.version_pending(owner_tag, version)):
+                    continue
+                found += self._delete(owner_tag, version)
         self._count(found)
         return found
 

@@ -49,13 +49,15 @@ def open_parts(location: object, backend: KeyringBackend | None, key_cache_secon
                epochs: tuple[int, int] = (EPOCH_SECONDS, EPOCH_SKEW_SECONDS)
                ) -> tuple[Store, KeyManager, DeletionLedgers]:
     """The store at ``location``, its key manager (the index key already fetched and checked: a missing or
-    replaced one fails here, not on first use) and its owners' counts of deletes in the keyring. Refuses an
-    unacceptable keyring before the store is touched."""
+    replaced one fails here, not on first use; the owners' key version marks written once from the database if no
+    release before wrote them) and its owners' counts of deletes in the keyring. Refuses an unacceptable keyring
+    before the store is touched."""
     keyring = KeyringEdge(resolve_backend(backend), timeout=float(keyring_timeout))
     store = open_store(location, disk_reserve_bytes, pool_size)
     try:
         keys = _key_manager(store, keyring, key_cache_seconds, key_cache_size, epochs)
         keys.index_key()
+        keys.adopt_owner_marks()
     except BaseException:
         store.close()
         raise

@@ -5,11 +5,14 @@ search, or plants one that moves the vault's numbering past it, must not keep a 
 
 from __future__ import annotations
 
+import pytest
+
+from keys.owner_marks import ALWAYS_PROBED, PROBE_GAP
 from keys.testing import MemoryKeyring
 from tests.support.clock import T0, FakeClock
 from tests.support.epochs import SKEW, E, assert_nothing_of, epoch_entries
 from tests.support.keyring_entries import owner_key_entries
-from vault import Principal, Vault, storage
+from vault import KeyUnavailable, Principal, Vault, storage
 
 ALICE, BOB = Principal("alice"), Principal("bob")
 RETIREMENTS = 17  # a daily `scratchvault maintain` for 17 days: more retired versions than a shred's old miss limit
@@ -43,7 +46,11 @@ def test_a_shred_destroys_the_live_version_past_many_retired_ones_whose_tombston
         assert_nothing_of(copy, ALICE, row)
 
 
-def test_a_shred_destroys_a_version_the_vault_numbered_past_a_planted_reservation(db_path, attacker):
+@pytest.mark.parametrize("planted", [20, 40])
+def test_a_version_numbered_past_a_planted_reservation_is_destroyed_by_a_shred_or_never_written(db_path, attacker,
+                                                                                              planted):
+    """Past the always-probed versions by up to the gap, the vault writes it after raising the owner's keyring mark
+    (so a shred finds it); further, it refuses to write it at all."""
     ring = MemoryKeyring()
     with Vault.open(db_path, keyring_backend=ring) as vault:
         vault.put(BOB, "t", 1, "x", "bob stays")
@@ -51,8 +58,14 @@ def test_a_shred_destroys_a_version_the_vault_numbered_past_a_planted_reservatio
         vault.put(ALICE, "t", 1, "x", "first")
         tag = bytes.fromhex(_alice_entries(ring, bob)[0][1].split(".")[0])
         attacker.run(("INSERT INTO key_reservations (owner_tag, version, reserved_at) VALUES (?, ?, ?)",
-                      tag, 40, 0.0))  # the next version the vault makes is 41
-        vault.rotate_owner_key("alice")
+                      tag, planted, 0.0))  # the next version the vault numbers is one past it
+        if planted + 1 > ALWAYS_PROBED + PROBE_GAP:
+            with pytest.raises(KeyUnavailable):
+                vault.rotate_owner_key("alice")
+        else:
+            vault.rotate_owner_key("alice")
+        made = sorted(int(user.rsplit(".", 1)[1]) for _, user in _alice_entries(ring, bob))
+        assert made == ([1] if planted + 1 > ALWAYS_PROBED + PROBE_GAP else [1, planted + 1])
         attacker.run(("DELETE FROM key_reservations WHERE owner_tag = ?", tag),
                      ("DELETE FROM owner_keys WHERE owner_tag = ?", tag),
                      ("DELETE FROM key_tombstones WHERE owner_tag = ?", tag))

@@ -29,3 +29,12 @@ def is_owner_key_entry(service: str) -> bool:
 def owner_key_entries(names: object) -> list[tuple[str, str]]:
     """The (service, user) names among ``names`` that hold owner key versions, sorted."""
     return sorted(name for name in names if is_owner_key_entry(name[0]))
+
+
+def holds_a_key(name: tuple[str, str]) -> bool:
+    """Whether the keyring entry ``(service, user)`` holds key material: not one of the marks beside the keys (an
+    epoch length's ``-through`` markers, an owner's version marks in the ``owner-issued``, ``owner-retired`` and
+    ``owner-swept`` services), which hold only numbers."""
+    service, user = name
+    return not (user.endswith("-through") or service.rsplit("/", 1)[-1] in ("owner-issued", "owner-retired",
+                                                                            "owner-swept"))

@@ -32,6 +32,9 @@ _ABANDON = ("INSERT INTO key_tombstones (owner_tag, version, check_value, swept)
             "AND NOT EXISTS (SELECT 1 FROM owner_keys k WHERE k.owner_tag = r.owner_tag AND k.version = r.version) "
             "AND NOT EXISTS (SELECT 1 FROM key_tombstones t WHERE t.owner_tag = r.owner_tag AND t.version = r.version) "
             "ON CONFLICT (owner_tag, version) DO NOTHING")
+_TOPS = ("SELECT owner_tag, max(version) FROM (SELECT owner_tag, version FROM owner_keys UNION ALL SELECT owner_tag, "
+         "version FROM key_reservations UNION ALL SELECT owner_tag, version FROM key_tombstones) AS versions "
+         "GROUP BY owner_tag ORDER BY owner_tag")
 _RESERVE = "INSERT INTO key_reservations (owner_tag, version, reserved_at) VALUES (%(tag)s, %(v)s, {now})"
 _PENDING = ("SELECT 1 FROM key_reservations WHERE owner_tag = %(tag)s AND version = %(v)s "
             "AND NOT EXISTS (SELECT 1 FROM owner_keys WHERE owner_tag = %(tag)s AND version = %(v)s) "
@@ -98,6 +101,10 @@ class OwnerRecords:
             return version
 
         return self._keys.reserve(reserve, owner_tag)
+
+    def version_tops(self) -> list[tuple[bytes, int]]:
+        """(owner tag, the highest version reserved, committed or tombstoned) of every owner the database lists."""
+        return [(blob(tag), key_version(top)) for tag, top in self._keys.read(self._sql(_TOPS), {})]
 
     def version_pending(self, owner_tag: bytes, version: int) -> bool:
         """Whether ``version`` is reserved and neither committed nor tombstoned (its key may be written now)."""
