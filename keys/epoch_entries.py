@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from keys.blind_index import tags_equal
 from keys.cache import KeyCache
 from keys.commitments import EpochRecords
+from keys.epoch_lengths import EpochLengths
 from keys.epoch_marks import PROBED, DestroyedThrough
 from keys.epoch_sweep import MAX_ATTEMPTS, Attempt, EpochSweeper, last_destroyable
 from keys.epochs import (
@@ -75,8 +76,8 @@ class _Occupied(KeyUnavailable):
 class EpochKeys:
     """Makes once, loads (checked against its commitment), caches and destroys the keys of expiry epochs."""
 
-    __slots__ = ("_cache", "_keyring", "_lock", "_marks", "_probed", "_records", "_service", "_sweeper", "_vault_id",
-                 "abandon_after", "destroyed_on_sight", "length", "skew")
+    __slots__ = ("_cache", "_keyring", "_lengths", "_lock", "_marks", "_probed", "_records", "_service", "_sweeper",
+                 "_vault_id", "abandon_after", "destroyed_on_sight", "length", "skew")
 
     def __init__(self, keyring: KeyringEdge, vault_id: bytes, records: EpochRecords, *, cache_ttl: float,
                  cache_size: int, length: int = DEFAULT_EPOCH_SECONDS, skew: int = DEFAULT_SKEW_SECONDS) -> None:
@@ -85,6 +86,7 @@ class EpochKeys:
         self._service = "scratchvault/" + vault_id.hex() + "/epoch-key"
         self._marks = DestroyedThrough(keyring, self._service)
         self._probed = DestroyedThrough(keyring, self._service, PROBED)  # ahead of _marks while a delete is stuck
+        self._lengths = EpochLengths(keyring, self._service)
         self._sweeper = EpochSweeper(keyring, records, self._service, self.skew)
         self._cache: KeyCache[EpochKey] = KeyCache(cache_size, cache_ttl)
         self._lock = threading.Lock()
@@ -181,6 +183,7 @@ class EpochKeys:
             raise KeyUnavailable("this expiry epoch's key attempts are used up (more failed writes than any keyring "
                                  "gives, or reservations planted by a writer of the database); its rows cannot be "
                                  "stored. Check the database with 'scratchvault doctor'")
+        self._lengths.before_key(*epoch)  # the keyring knows of it first: gc probes it whatever this vault's length
         name, key = epoch_name(epoch[0], epoch[1], attempt), EpochKey.generate()
         if self._keyring.get(self._service, name) is not None:  # a late write, or a database rolled back (its
             self._count(1)  # records of a live key deleted): never deleted here, and never overwritten
@@ -236,17 +239,16 @@ class EpochKeys:
         it again, so a swept flag a writer sets never hides an entry. A keyring that fails leaves its attempts
         pending, retried by the next call."""
         destroyed = self._records.close_epochs(now - self.skew)
-        found, probed = self._probe(now)
+        found, probed = self._probe_lengths(now)
         for epoch in destroyed + [(length, number) for length, number, _ in found]:
             self._cache.invalidate(epoch)
         pending, refused = self._sweep(now)
-        highest = {length: number for length, number in sorted(destroyed) if length != self.length}
-        if probed is not None:
-            highest[self.length] = probed
+        highest = {length: number for length, number in sorted(destroyed) if length not in probed} | {
+            length: number for length, number in probed.items() if number is not None}
         for length, number in highest.items():  # never past an epoch whose entry is still there: the next probe
             below = [epoch - 1 for other, epoch, _ in pending if other == length]  # looks at it again, whatever
             self._marks.raise_to(length, min([number, *below]))  # the database says of it
-            if below and length == self.length:  # the cursor moves on past it, so later epochs are still probed
+            if below and length in probed:  # the cursor moves on past it, so later epochs are still probed
                 self._probed.raise_to(length, number)
         return Destruction(destroyed, pending, found, refused, self._records.bad_epoch_rows())
 
@@ -258,8 +260,15 @@ class EpochKeys:
     def _sweep(self, now: float) -> tuple[list[Attempt], list[Attempt]]:
         return self._sweeper.sweep(now)
 
-    def _probe(self, now: float) -> tuple[list[Attempt], int | None]:
-        return self._sweeper.probe(now, self.length, self._marks, self._probed)
+    def _probe_lengths(self, now: float) -> tuple[list[Attempt], dict[int, int | None]]:
+        """Probe this vault's length and every other one it ever made keys for (up to the last epoch it made one
+        for): what was found, and by length the last new epoch probed (None: none)."""
+        found, probed = self._sweeper.probe(now, self.length, self._marks, self._probed)
+        reached = {self.length: probed}
+        for length, until in self._lengths.others(self.length):
+            more, reached[length] = self._sweeper.probe(now, length, self._marks, self._probed, until)
+            found += more
+        return found, reached
 
     def overdue(self, now: float) -> list[Epoch]:
         """Epochs whose key should be gone at ``now`` and is not: a recorded key past its epoch's end and the skew

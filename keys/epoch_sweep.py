@@ -76,13 +76,16 @@ class EpochSweeper:
         except VaultError:  # its row malformed
             return False
 
-    def probe(self, now: float, length: int, marks: DestroyedThrough,
-              probed: DestroyedThrough) -> tuple[list[Attempt], int | None]:
+    def probe(self, now: float, length: int, marks: DestroyedThrough, probed: DestroyedThrough,
+              until: int | None = None) -> tuple[list[Attempt], int | None]:
         """Look for entries of epochs of ``length`` ended (plus the skew allowance) since the probe's cursor (the
         probed-through marker, else the destroyed-through one), and again in the epochs between the two, where an
         entry the keyring refused to delete stays whatever the database says of it; tombstone and close what is
-        found. Returns (what was found, the last new epoch probed; None when no new epoch was probed)."""
+        found; ``until``: no key of a later epoch of this length was ever made. Returns (what was found, the last new
+        epoch probed; None when no new epoch was probed)."""
         target = last_destroyable(now, length, self._skew)
+        if until is not None:
+            target = min(target, until)
         try:
             marker = _current(marks, length, target)
             if marker is not None and marker >= target:  # nothing ended since, and nothing stuck (the marker

@@ -12,7 +12,7 @@ MARKER = "the dentist is on Tuesday"
 
 def epoch_entries(ring) -> list[str]:
     """The epoch keys' keyring entries (user names ``<E>.<e>.<attempt>``), of every vault in the keyring (not the
-    ``<E>.destroyed-through`` marker beside them, which holds no key)."""
+    ``<E>.destroyed-through`` and other markers beside them, which hold no key)."""
     return sorted(user for service, user in ring.secrets
                   if service.endswith("/epoch-key") and not user.endswith("-through"))
 

@@ -33,8 +33,8 @@ def owner_key_entries(names: object) -> list[tuple[str, str]]:
 
 def holds_a_key(name: tuple[str, str]) -> bool:
     """Whether the keyring entry ``(service, user)`` holds key material: not one of the marks beside the keys (an
-    epoch length's ``-through`` markers, an owner's version marks in the ``owner-issued``, ``owner-retired`` and
-    ``owner-swept`` services), which hold only numbers."""
+    epoch length's ``-through`` markers, the list of epoch lengths, an owner's version marks in the
+    ``owner-issued``, ``owner-retired`` and ``owner-swept`` services), which hold only numbers."""
     service, user = name
-    return not (user.endswith("-through") or service.rsplit("/", 1)[-1] in ("owner-issued", "owner-retired",
-                                                                            "owner-swept"))
+    return not (user.endswith("-through") or service.rsplit("/", 1)[-1] in ("epoch-lengths", "owner-issued",
+                                                                            "owner-retired", "owner-swept"))
