@@ -15,7 +15,7 @@ from keyring.backends import chainer, fail, null
 from keyring.errors import KeyringLocked
 
 from keys.testing import MemoryKeyring
-from vault import InvalidArgument, KeyUnavailable, NotFound, Principal, Vault
+from vault import InvalidArgument, KeyUnavailable, Principal, Vault
 
 ALICE = Principal("alice")
 TEXT = "observation " * 500
@@ -236,20 +236,6 @@ def test_set_failure_for_new_owner_stores_no_row(error, db_path, attacker, keyri
         assert v.put(ALICE, "t1", 3, "x", "known owner needs no write").size_bytes > 0
     assert len(attacker.commitments()) == 1  # bob never got a key version, and the keyring no entry of his:
     assert len([name for name in keyring_backend.secrets if not name[0].endswith("/epoch-key")]) == 2
-
-
-@pytest.mark.parametrize("error", ERRORS.values(), ids=ERRORS.keys())
-def test_delete_failure_does_not_affect_row_delete(error, db_path, keyring_backend, clock, filled):
-    faulty = FaultyKeyring(keyring_backend.secrets, {"delete"}, error)
-    before = dict(keyring_backend.secrets)
-    with reopen(db_path, faulty, clock) as v:
-        v.delete(ALICE, filled[0])
-        with pytest.raises(NotFound):
-            v.get(ALICE, filled[0])
-        assert v.get(ALICE, filled[1]).content == b"\x00\xff" * 999
-    counts = {k: v for k, v in keyring_backend.secrets.items() if k[0].endswith("/deletions")}
-    assert list(counts.values()) == ["1"]  # the owner's count of deletes (threat_model.md, "Rollback")
-    assert {k: v for k, v in keyring_backend.secrets.items() if k not in counts} == before  # never deletes a key
 
 
 def test_keyring_that_drops_owner_keys_is_caught_at_first_put(db_path, attacker, clock):
