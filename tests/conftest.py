@@ -3,6 +3,9 @@ attacker's handle on a vault's store (tests/attacks/sqlite_attacker.py, or postg
 SCRATCHVAULT_TEST_STORE=postgres runs the vault-level suites against PostgreSQL: tests/attacks/stores.py).
 Tests marked ``sqlite_only`` are about the SQLite file itself; they are skipped, with their reason, on PostgreSQL.
 
+A skip is never silent: each is reported at the end with its reason, and under ``bash scripts/run test``
+(SCRATCHVAULT_STRICT_SKIPS=1) one that tests/allowed_skips.toml does not list fails the run (tests/support/skips.py).
+
 Tests marked ``real_keyring`` use the OS keyring's Secret Service; ``scripts/run test`` starts one and sets
 SCRATCHVAULT_REAL_KEYRING=1, in which case its absence is a failure, never a skip. Likewise the PostgreSQL
 fixtures (``pg_location``, ``pg_admin``) use the throwaway cluster it starts (SCRATCHVAULT_TEST_POSTGRES) and fail
@@ -31,6 +34,11 @@ from tests.support.postgres import (
     drop_test_database,
     postgres_admin_url,
     unavailable,
+)
+from tests.support.skips import (  # noqa: F401 (hooks: every skip reported, unlisted ones fail a strict run)
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
 )
 from vault import Principal, Vault
 
