@@ -15,7 +15,7 @@ import pytest
 
 from keys.testing import MemoryKeyring
 from tests.support.clock import FakeClock
-from vault import Principal, Vault
+from vault import Principal, Vault, storage
 
 ALICE, BOB = Principal("alice"), Principal("bob")
 WAL, FULL, EXTRA, SECURE_DELETE_ON = "wal", 2, 3, 1
@@ -100,3 +100,11 @@ def test_every_connection_commits_and_deletes_with_wal_synchronous_full_and_secu
     weak = [found for found in observed.settings
             if found[1] != WAL or found[2] not in (FULL, EXTRA) or found[3] != SECURE_DELETE_ON]
     assert weak == [], "statement, journal_mode, synchronous, secure_delete"
+
+
+def test_doctor_reports_the_durability_settings_the_stores_connections_run_with(tmp_path: Path) -> None:
+    location = tmp_path / "v.db"
+    with Vault.open(location, keyring_backend=MemoryKeyring()) as vault:
+        vault.put(ALICE, "t", 1, "x", "durable")
+    found = [finding for finding in storage.describe(location) if finding.text.startswith("journal_mode")]
+    assert [(f.status, f.text) for f in found] == [("ok", "journal_mode wal, synchronous FULL, secure_delete ON")]
