@@ -1,7 +1,8 @@
 """No log record and no warning holds content, a summary, an owner's identity in clear, a turn or executor name,
-or a key: every public operation runs (the Vault, the engine's Scratchpad and its tool, the ``scratchvault``
-command in-process, failures included) with every logger enabled at DEBUG and every record captured, whichever
-handlers and levels the code sets up, and each record's message, arguments, extras and exception are searched."""
+a token or a key: every public operation runs (the Vault, the engine's Scratchpad and its tool, the MCP server
+through the SDK's client, the ``scratchvault`` command in-process, failures included) with every logger enabled at
+DEBUG and every record captured, whichever handlers and levels the code sets up, and each record's message,
+arguments, extras and exception are searched."""
 
 from __future__ import annotations
 
@@ -12,20 +13,25 @@ import traceback
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
+from mcp import Client, MCPError
 
 from keys.testing import MemoryKeyring
 from tests.support.clock import FakeClock
 from tests.support.key_traces import KeyRecorder, key_texts
 from vault import NotFound, Principal, Vault
 from vault.engine import Scratchpad
+from vault.integrations.mcp import build_server, fixed_principal
 from vault.ops import cli
 
 USER, ACTOR, CHANNEL = "CANARY-USER-u7", "CANARY-ACTOR-a3", "CANARY-CHANNEL-c5"
 TURN, EXECUTOR, CONTENT = "CANARY-TURN-t9", "CANARY-EXEC-e2", "CANARY-CONTENT-k4 "
+TOKEN = "CANARY-TOKEN-b8"  # what a principal hook fails on (a bearer token it could not map)
 OWNER = Principal(USER, actor=ACTOR, channel=CHANNEL)
-NAMES = (USER, ACTOR, CHANNEL, TURN, EXECUTOR, CONTENT)
+NAMES = (USER, ACTOR, CHANNEL, TURN, EXECUTOR, CONTENT, TOKEN)
 
 
 def canaries() -> set[str]:
@@ -109,6 +115,28 @@ def engine_operations(vault: Vault) -> None:
     pad.resume(OWNER, TURN)
 
 
+def mcp_operations(pad: Scratchpad, row: str) -> None:
+    """The MCP server in process, through the SDK's client: listing, reads, a made-up id, a refused principal."""
+    async def scenario(client: Client) -> None:
+        await client.list_tools()
+        await client.call_tool("scratchpad_read", {"id": row, "mode": "head", "n": 50})
+        await client.call_tool("scratchpad_read", {"id": "CANARY-u7"})
+
+    async def refused(client: Client) -> None:
+        with pytest.raises(MCPError):
+            await client.list_tools()
+
+    async def refusing(_context: object) -> Principal:
+        raise KeyError(TOKEN)
+
+    for principal_for, calls in ((fixed_principal(OWNER, TURN), scenario), (refusing, refused)):
+        async def main(principal_for: Any = principal_for, calls: Any = calls) -> None:
+            async with Client(build_server(pad, principal_for)) as client:
+                await calls(client)
+
+        anyio.run(main)
+
+
 def command_operations(db: Path, source: Path) -> None:
     who = ("--user", USER, "--actor", ACTOR, "--channel", CHANNEL, "--db", str(db), "--audit-log", "-")
     assert cli.main(["put", str(source), "--turn", TURN, "--executor", EXECUTOR, *who]) == 0
@@ -126,13 +154,15 @@ def test_no_log_record_or_warning_holds_content_identity_or_keys(
     with Vault.open(tmp_path / "v.db", keyring_backend=ring, clock=clock) as vault:
         recorder.add_keyring(ring)
         engine_operations(vault)
+        pad = Scratchpad(vault, threshold_bytes=64)
+        mcp_operations(pad, pad.observe(OWNER, TURN, 5, EXECUTOR, CONTENT * 50)["id"])
         vault_operations(vault, clock)
     source = tmp_path / "observation.txt"
     source.write_text(CONTENT * 300)
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "tests.support.file_keyring.FileKeyring")
     monkeypatch.setenv("SCRATCHVAULT_TEST_KEYRING", str(tmp_path / "keyring.json"))
     command_operations(tmp_path / "cli.db", source)
-    assert len(captured.records) >= 20, "the capture saw too few records to be wired to the code"
+    assert {"scratchvault", "scratchvault.audit", "scratchvault.mcp"} <= {record.name for record in captured.records}
     secrets = [text for key in recorder.keys for text in key_texts(key)]
     found = [text for text in captured.texts() if any(word in text for word in (*canaries(), *secrets))]
     assert found == []
