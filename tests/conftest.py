@@ -25,6 +25,7 @@ import pytest
 from keys.testing import MemoryKeyring
 from tests.attacks.stores import STORE, attacker_class
 from tests.support.clock import FakeClock
+from tests.support.fault_counts import silent_faults
 from tests.support.postgres import (
     ADMIN_URL_ENV,
     TestDatabase,
@@ -51,6 +52,14 @@ if TYPE_CHECKING:
 pytest.register_assert_rewrite("tests.attacks.sqlite_attacker", "tests.attacks.postgres_attacker",
                               "tests.attacks.tamper_world", "tests.storage.contract", "tests.system.crash_campaign",
                               "tests.system.crash_ops")
+
+
+@pytest.fixture(autouse=True)
+def every_armed_fault_fires() -> Iterator[None]:
+    """A fault-injecting double (tests/support/fault_counts.py) armed in a test must have fired by its end."""
+    silent_faults()
+    yield
+    assert silent_faults() == [], "a fault was set up that never fired: the test checked nothing about it"
 
 
 @pytest.fixture

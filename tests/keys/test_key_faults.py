@@ -15,6 +15,7 @@ from keyring.backends import chainer, fail, null
 from keyring.errors import KeyringLocked
 
 from keys.testing import MemoryKeyring
+from tests.support.fault_counts import register
 from vault import InvalidArgument, KeyUnavailable, Principal, Vault
 
 ALICE = Principal("alice")
@@ -38,9 +39,19 @@ class FaultyKeyring(MemoryKeyring):
         super().__init__()
         self.secrets = {} if secrets is None else secrets
         self.fail_on, self.error, self.drop, self.lost_reply = set(fail_on), error, drop, lost_reply
+        self.was_armed, self.failed = bool(fail_on) or drop is not None or lost_reply is not None, 0
+        register(self)  # the test fails if a fault armed here never fires
+
+    def armed(self):
+        return self.was_armed or bool(self.fail_on)
+
+    def fired(self):
+        return self.failed
 
     def _check(self, operation):
+        self.was_armed |= bool(self.fail_on)
         if operation in self.fail_on:
+            self.failed += 1
             raise self.error()
 
     def get_password(self, service, username):
@@ -51,8 +62,11 @@ class FaultyKeyring(MemoryKeyring):
         self._check("set")
         if self.drop is None or not service.endswith(self.drop):
             super().set_password(service, username, password)
+        else:
+            self.failed += 1
         if self.lost_reply is not None and service.endswith(self.lost_reply):
             self.lost_reply = None
+            self.failed += 1
             raise TimeoutError("org.freedesktop.DBus.Error.NoReply")
 
     def delete_password(self, service, username):
