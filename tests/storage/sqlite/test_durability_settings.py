@@ -25,9 +25,12 @@ class Observed:
     """What the checking connections saw: one entry per checked statement, and the connections made."""
 
     def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
         self.settings: list[tuple[str, str, int, int]] = []
         self.connections = 0
-        self.lock = threading.Lock()
 
 
 OBSERVED = Observed()
@@ -58,7 +61,7 @@ class Checked(sqlite3.Connection):
 def observed(monkeypatch: pytest.MonkeyPatch) -> Observed:
     """Every read-write connection the store makes is a ``Checked`` one."""
     real = sqlite3.connect
-    OBSERVED.__init__()
+    OBSERVED.reset()
 
     def connect(database: Any, *args: Any, **kwargs: Any) -> sqlite3.Connection:
         if "mode=rw" in str(database):
