@@ -32,8 +32,9 @@ def commits(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str, in
     def checked(connection: psycopg.Connection, query: Any, *args: Any, **kwargs: Any) -> psycopg.Cursor:
         if isinstance(query, str) and query.strip().upper().startswith("COMMIT"):
             row = execute(connection, READ).fetchone()
+            assert row is not None
             with lock:
-                found.append(row)
+                found.append((str(row[0]), str(row[1]), int(row[2])))
         return execute(connection, query, *args, **kwargs)
 
     monkeypatch.setattr(psycopg.Connection, "execute", checked)
