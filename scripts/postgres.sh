@@ -107,14 +107,34 @@ stop_postgres() {
 PG_SUITES=(tests/vault tests/engine tests/attacks tests/keys tests/system/test_concurrency.py
     tests/system/test_crash.py tests/system/test_crash_operations.py tests/system/test_epoch_processes.py)
 
-# Runs them ("$1" = 1: only the test paths among the other arguments, the ones the caller chose; a chosen test
-# may be SQLite-only, so none running is not a failure then); returns pytest's status.
+# Runs them ("$1" = 1: only the test paths among the other arguments that lie in these suites, the ones the
+# caller chose; a chosen test may be SQLite-only, so none running is not a failure then); returns pytest's status.
 run_postgres_suites() {
-    local selected="$1" rc=0
+    local selected="$1" rc=0 arg suite
+    local chosen=() paths=0
     shift
+    if ((selected)); then
+        for arg in "$@"; do
+            if [[ "$arg" != tests* ]]; then
+                chosen+=("$arg")
+                continue
+            fi
+            for suite in "${PG_SUITES[@]}"; do
+                if [[ "$arg" == "$suite"* ]]; then
+                    chosen+=("$arg")
+                    paths=$((paths + 1))
+                    break
+                fi
+            done
+        done
+        if ((paths == 0)); then
+            echo "==> pytest over PostgreSQL: none of the chosen tests is in its suites"
+            return 0
+        fi
+    fi
     echo "==> pytest: the vault, attack, key and crash suites again, the vault over PostgreSQL"
     if ((selected)); then
-        SCRATCHVAULT_TEST_STORE=postgres "$VENV/bin/python" -m pytest "$@" || rc=$?
+        SCRATCHVAULT_TEST_STORE=postgres "$VENV/bin/python" -m pytest "${chosen[@]}" || rc=$?
         ((rc == 5)) && rc=0
     else
         SCRATCHVAULT_TEST_STORE=postgres "$VENV/bin/python" -m pytest "${PG_SUITES[@]}" "$@" || rc=$?

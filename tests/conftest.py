@@ -3,6 +3,9 @@ attacker's handle on a vault's store (tests/attacks/sqlite_attacker.py, or postg
 SCRATCHVAULT_TEST_STORE=postgres runs the vault-level suites against PostgreSQL: tests/attacks/stores.py).
 Tests marked ``sqlite_only`` are about the SQLite file itself; they are skipped, with their reason, on PostgreSQL.
 
+A skip is never silent: each is reported at the end with its reason, and under ``bash scripts/run test``
+(SCRATCHVAULT_STRICT_SKIPS=1) one that tests/allowed_skips.toml does not list fails the run (tests/support/skips.py).
+
 Tests marked ``real_keyring`` use the OS keyring's Secret Service; ``scripts/run test`` starts one and sets
 SCRATCHVAULT_REAL_KEYRING=1, in which case its absence is a failure, never a skip. Likewise the PostgreSQL
 fixtures (``pg_location``, ``pg_admin``) use the throwaway cluster it starts (SCRATCHVAULT_TEST_POSTGRES) and fail
@@ -22,6 +25,7 @@ import pytest
 from keys.testing import MemoryKeyring
 from tests.attacks.stores import STORE, attacker_class
 from tests.support.clock import FakeClock
+from tests.support.fault_counts import silent_faults
 from tests.support.postgres import (
     ADMIN_URL_ENV,
     TestDatabase,
@@ -31,6 +35,11 @@ from tests.support.postgres import (
     drop_test_database,
     postgres_admin_url,
     unavailable,
+)
+from tests.support.skips import (  # noqa: F401 (hooks: every skip reported, unlisted ones fail a strict run)
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
 )
 from vault import Principal, Vault
 
@@ -43,6 +52,14 @@ if TYPE_CHECKING:
 pytest.register_assert_rewrite("tests.attacks.sqlite_attacker", "tests.attacks.postgres_attacker",
                               "tests.attacks.tamper_world", "tests.storage.contract", "tests.system.crash_campaign",
                               "tests.system.crash_ops")
+
+
+@pytest.fixture(autouse=True)
+def every_armed_fault_fires() -> Iterator[None]:
+    """A fault-injecting double (tests/support/fault_counts.py) armed in a test must have fired by its end."""
+    silent_faults()
+    yield
+    assert silent_faults() == [], "a fault was set up that never fired: the test checked nothing about it"
 
 
 @pytest.fixture

@@ -9,15 +9,28 @@ from pathlib import Path
 from keyring.backend import KeyringBackend
 
 from keys.testing import MemoryKeyring
+from tests.support.fault_counts import register
 from vault import Vault
 
 FAULTS = {"closed vault": "StorageError", "keyring down": "KeyUnavailable"}
 
 
 class DownKeyring(MemoryKeyring):
-    """A MemoryKeyring that raises on every call once ``down`` is set."""
+    """A MemoryKeyring that raises on every call once ``down`` is set, counting them (a test in which it went down
+    but was never called fails: tests/support/fault_counts.py)."""
 
     down = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = 0
+        register(self)
+
+    def armed(self) -> bool:
+        return self.down
+
+    def fired(self) -> int:
+        return self.failed
 
     def get_password(self, service: str, username: str) -> str | None:
         self._check()
@@ -29,6 +42,7 @@ class DownKeyring(MemoryKeyring):
 
     def _check(self) -> None:
         if self.down:
+            self.failed += 1
             raise RuntimeError("backend down")
 
 

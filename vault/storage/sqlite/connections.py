@@ -25,6 +25,22 @@ class FileSystemFull(StorageError):
     """SQLite could not write for want of space: the store's deletes answer it by releasing their ballast."""
 
 
+def configure(connection: sqlite3.Connection, keep_journal_mode: bool = False) -> None:
+    """Apply the settings every connection of the store runs with (doctor reads them back the same way, leaving
+    the journal mode, a property of the file, as it finds it)."""
+    for pragma in PRAGMAS:
+        if not (keep_journal_mode and pragma.startswith("journal_mode")):
+            connection.execute("PRAGMA " + pragma)
+
+
+def durability(connection: sqlite3.Connection) -> tuple[str, int, int]:
+    """(journal_mode, synchronous, secure_delete) as ``connection`` runs: wal, 2 (FULL) or 3 (EXTRA), 1 (ON)
+    are what a returned put surviving power loss and zeroed deletes need."""
+    read = connection.execute
+    return (str(read("PRAGMA journal_mode").fetchone()[0]).lower(), int(read("PRAGMA synchronous").fetchone()[0]),
+            int(read("PRAGMA secure_delete").fetchone()[0]))
+
+
 def file_uri(path: Path, mode: str) -> str:
     """The URI SQLite opens ``path`` by (from its bytes: any valid file name), in ``mode`` (rw or ro)."""
     return "file:" + urllib.parse.quote(os.fsencode(path)) + "?mode=" + mode
@@ -56,8 +72,7 @@ class Connections:
             with TRANSLATE:
                 connection = sqlite3.connect(self._uri, uri=True, timeout=30.0, isolation_level=None,
                                              check_same_thread=False)
-                for pragma in PRAGMAS:
-                    connection.execute("PRAGMA " + pragma)
+                configure(connection)
             self._open.append(connection)
         self._local.connection = connection
         return connection

@@ -14,7 +14,7 @@ from vault.storage.base import Finding
 from vault.storage.epoch_report import LIVE, NO_EPOCH, UNSWEPT, epoch_findings
 from vault.storage.sql import values
 from vault.storage.sqlite import paths, schema, space
-from vault.storage.sqlite.connections import TRANSLATE, file_uri
+from vault.storage.sqlite.connections import TRANSLATE, configure, durability, file_uri
 
 
 def describe(path: Path, now: float) -> list[Finding]:
@@ -32,7 +32,7 @@ def describe(path: Path, now: float) -> list[Finding]:
     found += space.findings(path)
     try:
         with _read_only(path) as connection:
-            return found + _facts(connection, now)
+            return found + _durability(connection) + _facts(connection, now)
     except VaultError as error:
         return [*found, Finding("FAIL", f"database: {error}")]
 
@@ -59,6 +59,22 @@ def backup(path: Path, target: Path) -> None:
             source.backup(copy)
         finally:
             copy.close()
+
+
+def _durability(connection: sqlite3.Connection) -> list[Finding]:
+    """The settings the store's connections run with, read back from one configured as they are: WAL (kept in the
+    file), synchronous FULL or EXTRA (a returned put survives power loss), secure_delete ON (deletes zeroed)."""
+    with TRANSLATE:
+        if connection.execute("PRAGMA user_version").fetchone()[0] == 0:
+            return []  # no vault here: _facts says so
+        configure(connection, keep_journal_mode=True)  # read-only: the file's mode is read, not set
+        mode, synchronous, secure_delete = durability(connection)
+    names = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+    text = f"journal_mode {mode}, synchronous {names.get(synchronous, synchronous)}, secure_delete " + (
+        {0: "OFF", 1: "ON", 2: "FAST"}.get(secure_delete, str(secure_delete)))
+    durable = mode == "wal" and synchronous in (2, 3) and secure_delete == 1
+    return [Finding("ok" if durable else "FAIL", text + ("" if durable else ": a put can be lost on power loss, "
+                                                       "or a deleted row's pages left unzeroed"))]
 
 
 def _facts(connection: sqlite3.Connection, now: float) -> list[Finding]:
