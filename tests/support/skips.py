@@ -1,7 +1,7 @@
 """No silent skips: every skipped test is reported with its reason at the end of the run, and under
 ``SCRATCHVAULT_STRICT_SKIPS=1`` (which ``bash scripts/run test`` sets) a skip that tests/allowed_skips.toml does
 not list fails the run. An entry names the tests it covers (a glob over node ids), the reason they must give (a
-prefix of the skip message), when it applies (``always``, ``postgres store``, ``not root``) and why.
+prefix of the skip message), when it applies (``always``, ``postgres store``, ``sqlite store``, ``not root``) and why.
 
 Loaded by tests/conftest.py (its hooks re-exported there), or as ``-p tests.support.skips``.
 """
@@ -21,6 +21,7 @@ LIST_ENV = "SCRATCHVAULT_ALLOWED_SKIPS"  # another list (the tests of this modul
 DEFAULT_LIST = Path(__file__).resolve().parent.parent / "allowed_skips.toml"
 CONDITIONS = {"always": lambda: True,
               "postgres store": lambda: os.environ.get("SCRATCHVAULT_TEST_STORE") == "postgres",
+              "sqlite store": lambda: os.environ.get("SCRATCHVAULT_TEST_STORE", "sqlite") != "postgres",
               "not root": lambda: os.geteuid() != 0}
 
 
