@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import keyring
+import keyring.core
 import pytest
 from mcp import Client, MCPError
 
@@ -161,6 +163,7 @@ def test_no_log_record_or_warning_holds_content_identity_or_keys(
     source.write_text(CONTENT * 300)
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "tests.support.file_keyring.FileKeyring")
     monkeypatch.setenv("SCRATCHVAULT_TEST_KEYRING", str(tmp_path / "keyring.json"))
+    monkeypatch.setattr(keyring.core, "_keyring_backend", None)  # chosen again from the environment just set
     command_operations(tmp_path / "cli.db", source)
     assert {"scratchvault", "scratchvault.audit", "scratchvault.mcp"} <= {record.name for record in captured.records}
     secrets = [text for key in recorder.keys for text in key_texts(key)]
