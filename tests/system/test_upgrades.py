@@ -15,7 +15,7 @@ import pytest
 
 from tests.storage.sqlite.layouts import first_layout, legacy_file, user_version
 from tests.support.file_keyring import FileKeyring, load, save
-from tests.support.keyring_entries import owner_username
+from tests.support.keyring_entries import holds_a_key, owner_username
 from tests.system.releases import Previous, release_tree
 from vault import InvalidArgument, KeyUnavailable, NotFound, Principal, Vault, storage
 from vault.storage.sqlite.schema import SCHEMA_VERSION
@@ -99,6 +99,11 @@ def test_this_release_reads_the_previous_ones_keys_in_place_and_puts_new_version
         old.close()
 
 
+def keys_in(ring) -> dict[str, str]:
+    """The file keyring's entries that hold keys."""
+    return {name: value for name, value in load(ring).items() if holds_a_key(tuple(name.split("\0", 1)))}
+
+
 def test_reading_an_owner_kept_in_the_old_entry_writes_nothing_and_a_shred_deletes_it(previous_tree, ring, db_path,
                                                                                     tmp_path):
     """A review's proof of concept: a read that copied a live old-layout key into a new entry could time out and
@@ -109,10 +114,10 @@ def test_reading_an_owner_kept_in_the_old_entry_writes_nothing_and_a_shred_delet
         a1 = old("put", "alice", 1, "old one")
     finally:
         old.close()
-    before = load(ring)
+    before = keys_in(ring)
     with Vault.open(db_path, keyring_backend=FileKeyring()) as new:
         assert new.get(ALICE, a1).content == "old one" and new.list_for_turn(ALICE, "t")[0].id == a1
-        assert load(ring) == before
+        assert keys_in(ring) == before  # no key written (the marks beside them hold only numbers)
         storage.backup(db_path, tmp_path / "copy.db")
         assert new.shred_owner("alice") == 1 and owner_entries(ring) == {"keysets": [], "versions": []}
     with Vault.open(tmp_path / "copy.db", keyring_backend=FileKeyring()) as copy, pytest.raises(KeyUnavailable):

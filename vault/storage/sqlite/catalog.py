@@ -1,17 +1,18 @@
 """The SQLite file's schema as an allowlist: ``sqlite_schema`` as a whole must hold exactly what scratchvault made.
 
-Every object (table, index, trigger, view) is compared by its type, name, table and the very text SQLite keeps of
-its definition, against the objects a fresh file of this release holds, those a file made by an earlier release
-kept through its upgrades (``rows`` with a unique ``id``, and with AUTOINCREMENT), and SQLite's own bookkeeping
-tables. So a constraint, foreign key, CHECK, default, unique or partial index, trigger or view a writer of the
-file adds, even under one of the vault's own names, is refused: checked when the store opens and inside every
-write that must stick (a delete, a key's destruction, an epoch's closing) before it commits, there on the tables that
-write changes: only their objects run inside it, and a shred's keys still go when something sits on ``rows``
-(threat_model.md, "What the database cannot move").
+Every object (table, index, trigger, view) is compared by its type, name, table and the text SQLite keeps of its
+definition (white space aside), against the objects a fresh file of this release holds, those a file made by an
+earlier release kept through its upgrades (``rows`` with a unique ``id``, and with AUTOINCREMENT), and SQLite's
+own bookkeeping tables. So a constraint, foreign key, CHECK, default, unique or partial index, trigger or view a
+writer of the file adds, even under one of the vault's own names, is refused: checked when the store opens and
+inside every write that must stick (a delete, a key's destruction, an epoch's closing) before it commits, there on
+the tables that write changes: only their objects run inside it, and a shred's keys still go when something sits on
+``rows`` (threat_model.md, "What the database cannot move").
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 from vault.errors import IntegrityError
@@ -27,6 +28,19 @@ _EARLIER_ROWS = tuple(
 # SQLite's own: AUTOINCREMENT's counters, and what an operator's ANALYZE writes
 _SQLITE_OWN = ("ANALYZE",)
 _READ = "SELECT type, name, tbl_name, sql FROM sqlite_schema"
+_SPACE, _AROUND = re.compile(r"\s+"), re.compile(r" ?([(),]) ?")
+
+
+def _normal(entry: tuple[object, ...]) -> CatalogEntry:
+    """An object as compared: its definition with runs of white space made one space, and none around parentheses
+    and commas (how a release laid its statements out is no part of what they define)."""
+    kind, name, table, sql = entry
+    text = None if sql is None else _AROUND.sub(r"\1", _SPACE.sub(" ", str(sql)).strip())
+    return str(kind), str(name), str(table), text
+
+
+def _read(connection: sqlite3.Connection) -> set[CatalogEntry]:
+    return {_normal(entry) for entry in connection.execute(_READ).fetchall()}
 
 
 def _made_by(statements: list[str]) -> set[CatalogEntry]:
@@ -35,7 +49,7 @@ def _made_by(statements: list[str]) -> set[CatalogEntry]:
     try:
         for statement in statements:
             database.execute(statement)
-        return set(database.execute(_READ).fetchall())
+        return _read(database)
     finally:
         database.close()
 
@@ -63,7 +77,7 @@ def unexpected(connection: sqlite3.Connection, expected: frozenset[CatalogEntry]
                tables: frozenset[str] | None = None) -> list[CatalogEntry]:
     """The objects of the file that are not in ``expected``, sorted (empty: the schema is the vault's); with
     ``tables``, only those on these tables (a table in their place, or an index, trigger or constraint on one)."""
-    found = set(connection.execute(_READ).fetchall()) - expected
+    found = _read(connection) - expected
     return sorted((entry for entry in found if tables is None or entry[2] in tables), key=repr)
 
 
