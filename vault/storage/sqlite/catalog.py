@@ -12,6 +12,7 @@ the tables that write changes: only their objects run inside it, and a shred's k
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 
@@ -31,9 +32,11 @@ _READ = "SELECT type, name, tbl_name, sql FROM sqlite_schema"
 _SPACE, _AROUND = re.compile(r"\s+"), re.compile(r" ?([(),]) ?")
 
 
+@functools.lru_cache(maxsize=512)
 def _normal(entry: tuple[object, ...]) -> CatalogEntry:
     """An object as compared: its definition with runs of white space made one space, and none around parentheses
-    and commas (how a release laid its statements out is no part of what they define)."""
+    and commas (how a release laid its statements out is no part of what they define). Remembered: a file's few
+    dozen objects are read inside every delete."""
     kind, name, table, sql = entry
     text = None if sql is None else _AROUND.sub(r"\1", _SPACE.sub(" ", str(sql)).strip())
     return str(kind), str(name), str(table), text

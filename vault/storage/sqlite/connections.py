@@ -46,6 +46,14 @@ def file_uri(path: Path, mode: str) -> str:
     return "file:" + urllib.parse.quote(os.fsencode(path)) + "?mode=" + mode
 
 
+class CheckedConnection(sqlite3.Connection):
+    """A connection that remembers which of the vault's tables it found exactly as the vault made them, and at
+    which schema cookie (schema.check_schema): SQLite reloads a connection's schema only when the cookie changes,
+    so objects planted without changing it are never seen, nor run, by this connection's statements."""
+
+    checked: tuple[int, frozenset[str]] = (-1, frozenset())
+
+
 class Connections:
     """This thread's connection to one file, made on first use after checking the file is still the one opened.
     A connection is busy while used: ``close`` from another thread never closes one under a running statement
@@ -71,7 +79,7 @@ class Connections:
             paths.check_identity(self._path, self._identity)
             with TRANSLATE:
                 connection = sqlite3.connect(self._uri, uri=True, timeout=30.0, isolation_level=None,
-                                             check_same_thread=False)
+                                             check_same_thread=False, factory=CheckedConnection)
                 configure(connection)
             self._open.append(connection)
         self._local.connection = connection

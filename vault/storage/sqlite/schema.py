@@ -191,8 +191,15 @@ def foreign_objects(connection: sqlite3.Connection) -> list[str]:
 def check_schema(connection: sqlite3.Connection, tables: frozenset[str]) -> None:
     """IntegrityError unless everything on ``tables`` is exactly as the vault made it: run inside every write that
     must stick, on the tables it changes, before it commits (the write lock is held, so the schema stays as checked
-    until it ends)."""
+    until it ends). A connection that found them so at the current schema cookie is not asked again: any change to
+    the schema that its statements would see raises the cookie (connections.CheckedConnection)."""
+    cookie = connection.execute("PRAGMA schema_version").fetchone()[0]
+    seen, verified = getattr(connection, "checked", (-1, frozenset()))
+    if seen == cookie and tables <= verified:  # unchanged since this connection found them as the vault made them
+        return
     catalog.check(connection, ALLOWED, tables)
+    if hasattr(connection, "checked"):
+        connection.checked = (cookie, tables | (verified if seen == cookie else frozenset()))
 
 
 ROW_TABLES = frozenset({"rows", "summaries", "chunks"})
