@@ -179,8 +179,8 @@ def assert_example(result: subprocess.CompletedProcess) -> None:
     assert "bob's server was given alice's id and answered not found" in result.stdout
 
 
-def test_the_example_runs_two_users_apart_on_a_shared_file_keyring():
-    command = [sys.executable, "examples/mcp_client.py", "--file-keyring"]
+def test_the_example_runs_two_users_apart_with_the_memory_keyring():
+    command = [sys.executable, "examples/mcp_client.py", "--memory-keyring"]
     assert_example(subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False))
 
 

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from tests.support.installed import imported_roots, installable_roots
 from tests.support.repository import ROOT
 from vault import SCRATCHPAD_READ_TOOL
 
@@ -108,3 +109,9 @@ def test_tool_shapes_example_prints_every_vendor_shape():
         assert strict["strict"] is True and "default" not in json.dumps(strict)
         assert parameters["required"] == list(parameters["properties"]) and not parameters["additionalProperties"]
     assert blocks[1]["function"]["parameters"] == blocks[3]["parameters"]
+
+
+def test_examples_import_only_what_the_package_and_its_extras_install():
+    for example in sorted((ROOT / "examples").glob("*.py")):
+        outside = imported_roots(example.read_text()) - installable_roots()
+        assert not outside, f"{example.name} imports {sorted(outside)}, which no install of the package provides"
