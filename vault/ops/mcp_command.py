@@ -57,7 +57,8 @@ def serve(args: argparse.Namespace) -> int:
     except ImportError as error:
         if (error.name or "").split(".")[0] not in _SDK_MODULES:
             raise
-        raise VaultError("the MCP server needs the MCP SDK: pip install 'scratchvault[mcp]'") from None
+        raise VaultError("the MCP server needs the MCP SDK: install scratchvault with its mcp extra "
+                         "(pip install '<clone or wheel>[mcp]')") from None
     from vault.engine import Scratchpad
 
     with commands.open_vault(args, max_read=args.max_read) as vault, _stderr_log():
