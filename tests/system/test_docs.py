@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.installed import imported_roots, installable_roots
 from tests.support.repository import ROOT
-from vault import SCRATCHPAD_READ_TOOL
+from vault import SCRATCHPAD_READ_TOOL, Principal, Vault
 
 
 def readme_example() -> str:
@@ -115,3 +115,14 @@ def test_examples_import_only_what_the_package_and_its_extras_install():
     for example in sorted((ROOT / "examples").glob("*.py")):
         outside = imported_roots(example.read_text()) - installable_roots()
         assert not outside, f"{example.name} imports {sorted(outside)}, which no install of the package provides"
+
+
+def test_the_readme_says_where_principal_is_introduced_that_actor_and_channel_do_not_restrict_reads(
+        vault_dir, keyring_backend):
+    text = (ROOT / "README.md").read_text()
+    introduced = text.index("Principal(\"alice\", actor=")
+    section = text[introduced:text.index("\n## ", introduced)]
+    assert "whatever its actor or channel" in " ".join(section.split())
+    with Vault.open(vault_dir / "v.db", keyring_backend=keyring_backend) as vault:  # what that sentence says
+        row = vault.put(Principal("alice", actor="planner", channel="web"), "turn-1", 1, "tool", "x").id
+        assert vault.read(Principal("alice", actor="coder", channel="cli"), row).content == "x"

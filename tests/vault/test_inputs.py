@@ -104,6 +104,19 @@ def test_ttl_of_exactly_thirty_days_is_accepted_and_max_is_configurable(vault, a
         assert rows(short) == 1
 
 
+def test_a_ttl_above_the_limit_names_the_limit_in_whole_seconds_and_days(vault, alice, vault_dir, keyring_backend):
+    with pytest.raises(InvalidArgument) as too_long:
+        vault.put(alice, "t", 1, "tool", "x", ttl_seconds=30 * DAY + 1)
+    assert str(too_long.value) == "ttl_seconds must be at most 2592000 seconds (30 days)"
+    with pytest.raises(InvalidArgument) as too_long:
+        Scratchpad(vault, ttl_seconds=float(31 * DAY))
+    assert str(too_long.value) == "ttl_seconds must be at most 2592000 seconds (30 days)"
+    with Vault.open(vault_dir / "short.db", keyring_backend=keyring_backend, max_ttl_seconds=90.5) as short:
+        with pytest.raises(InvalidArgument) as too_long:
+            short.put(alice, "t", 1, "tool", "x", ttl_seconds=91)
+    assert str(too_long.value) == "ttl_seconds must be at most 90.5 seconds"
+
+
 def nested(depth: int):
     value: list = []
     for _ in range(depth):
