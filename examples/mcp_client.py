@@ -7,7 +7,7 @@ the same database and keyring. Alice's server lists ``scratchpad_read`` and read
 another user is refused; Bob's server, given Alice's id, answers "not found", as for any id it may not read.
 
     python examples/mcp_client.py                  # the OS keyring, which the server process shares
-    python examples/mcp_client.py --memory-keyring # an in-memory keyring, for machines without one
+    python examples/mcp_client.py --memory-keyring # the trial keyring ("memory"): no keyring needed
 
 An in-memory keyring lives in one process, so with ``--memory-keyring`` each server runs in this process
 (``build_server``, the server ``scratchvault mcp`` runs) and the client reaches it through the SDK's in-memory
@@ -30,7 +30,6 @@ import anyio
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from keys.testing import MemoryKeyring
 from vault import KeyUnavailable, Principal, Vault
 from vault.engine import Scratchpad
 from vault.integrations.mcp import build_server, fixed_principal
@@ -89,12 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run the story; exit 0 when isolation held, 1 otherwise, 2 without a usable keyring."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memory-keyring", action="store_true",
-                        help="use an in-memory keyring, with the servers in this process (testing only)")
+                        help="the trial keyring (keys die with the process), the servers in this process")
     options = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="scratchvault-mcp-") as scratch:
         db = Path(scratch) / "scratchpad.db"
         try:
-            vault = Vault.open(db, keyring_backend=MemoryKeyring() if options.memory_keyring else None)
+            vault = Vault.open(db, keyring_backend="memory" if options.memory_keyring else None)
         except KeyUnavailable as error:
             print(f"no usable OS keyring: {error}\n(try --memory-keyring)", file=sys.stderr)
             return 2

@@ -61,7 +61,7 @@ class Vault(KeyMaintenance):
         self._lifecycle = KeyLifecycle(store, keys, self._rows, self._counters, self._now)
 
     @classmethod
-    def open(cls, path: str | Path | None = None, *, keyring_backend: KeyringBackend | None = None,
+    def open(cls, path: str | Path | None = None, *, keyring_backend: KeyringBackend | str | None = None,
              clock: Callable[[], float] = time.time, max_read: int = 16000, max_ttl_seconds: float = DEFAULT_MAX_TTL,
              key_cache_seconds: float = CACHE_SECONDS, key_cache_size: int = CACHE_SIZE,
              keyring_timeout: float = KEYRING_TIMEOUT, disk_reserve_bytes: int | None = None,
@@ -69,9 +69,10 @@ class Vault(KeyMaintenance):
              pool_size: int | None = None, epoch_seconds: int = EPOCH_SECONDS,
              epoch_skew_seconds: int = EPOCH_SKEW_SECONDS) -> Vault:
         """Open (or create) a vault at a path (SQLite) or a ``postgresql://`` URL; refuses unsafe paths and
-        unacceptable keyrings before writing anything. Disk reserve (SQLite; None: max(64 MiB, 1%)), owner quotas
-        (None: none), pool size (PostgreSQL; None: 8), expiry epochs: README, "Disk space and quotas", "Several
-        hosts" and "What expiry means"."""
+        unacceptable keyrings before writing anything. ``keyring_backend``: None for the OS keyring, a backend
+        instance, or ``"memory"``, a trial keyring whose keys (and so rows) die with the process. Disk reserve
+        (SQLite; None: max(64 MiB, 1%)), owner quotas (None: none), pool size (PostgreSQL; None: 8), expiry
+        epochs: README, "Disk space and quotas", "Several hosts" and "What expiry means"."""
         epochs = (epoch_seconds, epoch_skew_seconds)
         quotas = check_settings(clock, max_read, max_ttl_seconds, key_cache_seconds, key_cache_size, keyring_timeout,
                                 disk_reserve_bytes, owner_max_rows, owner_max_bytes, epochs)

@@ -259,8 +259,9 @@ def test_open_with_bad_settings_is_invalid_argument_before_creating_anything(vau
 
 
 def test_open_with_a_keyring_backend_of_wrong_type_is_refused_before_creating_anything(vault_dir):
-    with pytest.raises(VaultError):  # currently KeyUnavailable (see report: arguably InvalidArgument)
-        Vault.open(vault_dir / "s.db", keyring_backend="memory")
+    for backend in ("file", 1, object()):
+        with pytest.raises(InvalidArgument):
+            Vault.open(vault_dir / "s.db", keyring_backend=backend)
     assert not (vault_dir / "s.db").exists()
 
 
