@@ -108,10 +108,31 @@ def result(answer: dict[str, Any]) -> types.CallToolResult:
                                 is_error="error" in answer)
 
 
+def unavailable_server(cause: str, *, name: str = "scratchvault") -> Server:
+    """A server for a vault that could not be opened (no keyring reachable, no database): it starts all the same,
+    so the host can show why, and answers ``tools/list`` with an error and every ``tools/call`` with an error
+    result, both saying ``cause`` (the error's kind, message and remedy, which name no content and no key)."""
+    if not isinstance(cause, str) or not cause:
+        raise InvalidArgument("cause must be a non-empty str")
+
+    async def list_tools(context: ServerRequestContext[Any, Any], _params: Any) -> types.ListToolsResult:
+        raise MCPError(types.INTERNAL_ERROR, cause)
+
+    async def call_tool(context: ServerRequestContext[Any, Any],
+                        params: types.CallToolRequestParams) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(type="text", text=cause)], is_error=True)
+
+    return Server(name, version=_version(), on_list_tools=list_tools, on_call_tool=call_tool)
+
+
 async def serve_stdio(scratchpad: Pad, principal: Principal, turn_id: str) -> None:
     """Serve MCP on stdin/stdout for one principal and turn until the client closes stdin (stdout carries
     only the protocol: the SDK points file descriptor 1 at stderr while it serves)."""
-    server = build_server(scratchpad, fixed_principal(principal, turn_id))
+    await serve_server_stdio(build_server(scratchpad, fixed_principal(principal, turn_id)))
+
+
+async def serve_server_stdio(server: Server) -> None:
+    """Serve ``server`` on stdin/stdout until the client closes stdin."""
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 

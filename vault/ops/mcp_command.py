@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from vault.errors import InvalidArgument, VaultError
+from vault.errors import InvalidArgument, KeyUnavailable, VaultError
 from vault.inputs import check_identifier
 from vault.model import Principal
 from vault.ops import commands
@@ -25,6 +25,7 @@ ENVIRONMENT = {"user": "SCRATCHVAULT_USER", "turn": "SCRATCHVAULT_TURN", "actor"
 HELP = ("serve scratchpad_read over MCP on stdin/stdout for one user and turn (flags, else $SCRATCHVAULT_USER, "
         "$SCRATCHVAULT_TURN, ...); needs scratchvault[mcp]")
 _SDK_MODULES = frozenset({"mcp", "mcp_types", "anyio", "pydantic", "starlette"})
+log = logging.getLogger("scratchvault.mcp")
 
 
 def add_command(command: Callable[..., argparse.ArgumentParser]) -> None:
@@ -47,13 +48,21 @@ def bound_principal(args: argparse.Namespace) -> tuple[Principal, str]:
     return principal, check_identifier(given["turn"], "turn_id")
 
 
+# What a host launching the server usually lacks: it passes only a few variables (the MCP SDK's stdio client:
+# HOME, LOGNAME, PATH, SHELL, TERM, USER), so the session bus, and with it the keyring, is out of reach.
+HOST_REMEDY = ("an MCP host starts its servers with a minimal environment: give this server the session bus in "
+               "its configuration's env (DBUS_SESSION_BUS_ADDRESS, e.g. unix:path=/run/user/<uid>/bus), or run it "
+               "under its own D-Bus session with the keyring unlocked; see the README, \"MCP\"")
+
+
 def serve(args: argparse.Namespace) -> int:
-    """Open the vault (the same database and keyring as the engine), then serve until stdin closes."""
+    """Open the vault (the same database and keyring as the engine), then serve until stdin closes. A vault that
+    cannot be opened is served too, as an error in every answer, so the host shows why instead of a closed pipe."""
     principal, turn_id = bound_principal(args)
     try:
         import anyio
 
-        from vault.integrations.mcp import serve_stdio
+        from vault.integrations.mcp import serve_server_stdio, serve_stdio, unavailable_server
     except ImportError as error:
         if (error.name or "").split(".")[0] not in _SDK_MODULES:
             raise
@@ -61,9 +70,24 @@ def serve(args: argparse.Namespace) -> int:
                          "(pip install '<clone or wheel>[mcp]')") from None
     from vault.engine import Scratchpad
 
-    with commands.open_vault(args, max_read=args.max_read) as vault, _stderr_log():
-        anyio.run(serve_stdio, Scratchpad(vault), principal, turn_id)
+    with _stderr_log():
+        try:
+            vault = commands.open_vault(args, max_read=args.max_read)
+        except VaultError as error:
+            cause = _unavailable(error)
+            log.error("%s", cause)
+            anyio.run(serve_server_stdio, unavailable_server(cause))
+            return 0
+        with vault:
+            anyio.run(serve_stdio, Scratchpad(vault), principal, turn_id)
     return 0
+
+
+def _unavailable(error: VaultError) -> str:
+    """What every answer of a server without its vault says: the error (kind, message, remedy; never content or
+    a key), and for a keyring out of reach, what a host's configuration needs."""
+    cause = f"scratchvault could not open its vault: {type(error).__name__}: {error}"
+    return f"{cause}; {HOST_REMEDY}" if isinstance(error, KeyUnavailable) else cause
 
 
 class _stderr_log:
