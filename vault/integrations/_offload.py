@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import anyio.to_thread
@@ -22,6 +24,30 @@ log = logging.getLogger("scratchvault.integrations")
 PASS = object()  # a result the framework shows as it is: never stored
 UNSTORABLE = object()  # a result no JSON holds (circular, nested too deep): STORE_FAILED, like a vault fault
 Pad = Scratchpad | AsyncScratchpad
+
+
+class TurnSteps:
+    """The step rule of every adapter: a tool result's ``step_num`` is its place among the results of its turn
+    that went through ``observe`` (stored or shown inline): 1, 2, 3, ... in the order they arrive, so two calls
+    of one model response get two numbers. Counted per user and turn in this process, for the most recent
+    ``MAX_TURNS`` turns; thread-safe."""
+
+    MAX_TURNS = 4096
+
+    def __init__(self) -> None:
+        self._counts: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def next(self, principal: Principal, turn_id: str) -> int:
+        """The step number of the turn's next result; a bad principal or turn id is the runtime's error."""
+        check_principal(principal)
+        key = (principal.user_id, check_identifier(turn_id, "turn_id"))
+        with self._lock:
+            step = self._counts.pop(key, 0) + 1
+            self._counts[key] = step
+            if len(self._counts) > self.MAX_TURNS:
+                self._counts.popitem(last=False)
+            return step
 
 
 def check_pad(pad: object, name: str = "pad") -> None:

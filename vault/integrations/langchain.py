@@ -26,7 +26,6 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.tools.base import TOOL_MESSAGE_BLOCK_TYPES
-from langgraph.config import get_config
 from langgraph.runtime import get_runtime
 from pydantic import Field
 
@@ -35,6 +34,7 @@ from vault.errors import InvalidArgument, VaultError
 from vault.integrations._offload import PASS as _PASS
 from vault.integrations._offload import (
     Pad,
+    TurnSteps,
     aobserve_result,
     check_pad,
     json_value,
@@ -168,7 +168,8 @@ def offloading(pad: Pad, tools: Sequence[BaseTool], *, context: TurnContext = co
     _check(pad, context)
     if not isinstance(tools, Sequence) or isinstance(tools, str):
         raise InvalidArgument("tools must be a sequence of tools")
-    return [_offloading(pad, tool, context) for tool in tools]
+    steps = TurnSteps()  # the wrapped tools number their results together: step_num, see TurnSteps
+    return [_offloading(pad, tool, context, steps) for tool in tools]
 
 
 def _check(pad: object, context: object) -> None:
@@ -178,7 +179,7 @@ def _check(pad: object, context: object) -> None:
         raise InvalidArgument("context must be a callable taking the graph's run context")
 
 
-def _offloading(pad: Pad, tool: BaseTool, context: TurnContext) -> BaseTool:
+def _offloading(pad: Pad, tool: BaseTool, context: TurnContext, steps: TurnSteps) -> BaseTool:
     if not isinstance(tool, StructuredTool):
         raise InvalidArgument("offloading wraps tools made with @tool or StructuredTool")
     paired = tool.response_format == "content_and_artifact"
@@ -189,8 +190,7 @@ def _offloading(pad: Pad, tool: BaseTool, context: TurnContext) -> BaseTool:
         if storable is _PASS:
             return None
         principal, turn_id = _current_turn(context)
-        step = get_config().get("metadata", {}).get("langgraph_step", 0)
-        return principal, turn_id, step if isinstance(step, int) else 0, tool.name, storable
+        return principal, turn_id, steps.next(principal, turn_id), tool.name, storable
 
     def shown(result: Any, seen: Any) -> Any:
         return (seen, result[1]) if paired else seen

@@ -26,7 +26,7 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 from vault.engine import tool_declaration
 from vault.errors import InvalidArgument, VaultError
 from vault.integrations._offload import PASS as _PASS
-from vault.integrations._offload import Pad, aobserve_result, check_pad, json_value, pad_call
+from vault.integrations._offload import Pad, TurnSteps, aobserve_result, check_pad, json_value, pad_call
 from vault.model import Principal
 
 log = logging.getLogger("scratchvault.integrations")
@@ -116,6 +116,7 @@ class OffloadingToolset(WrapperToolset[Any]):
 
     pad: Pad = field(kw_only=True)
     context: TurnContext = field(default=deps_turn, kw_only=True)
+    steps: TurnSteps = field(default_factory=TurnSteps, init=False, repr=False)  # step_num: see TurnSteps
 
     def __post_init__(self) -> None:
         _check(self.pad, self.context)
@@ -127,7 +128,7 @@ class OffloadingToolset(WrapperToolset[Any]):
         if storable is _PASS:
             return result
         principal, turn_id = self.context(ctx)
-        return await aobserve_result(self.pad, principal, turn_id, ctx.run_step, name,
+        return await aobserve_result(self.pad, principal, turn_id, self.steps.next(principal, turn_id), name,
                                      storable)  # STORE_FAILED when the vault cannot keep it
 
 
