@@ -20,7 +20,7 @@ from vault.audit import AuditTrail, audited
 from vault.counters import Counters
 from vault.deletions import Deletions
 from vault.errors import IntegrityError, NotFound
-from vault.extending import extend_turn
+from vault.extending import Chosen, extend_rows
 from vault.inputs import (
     check_identifier,
     check_progress,
@@ -114,9 +114,22 @@ class Vault(KeyMaintenance):
         check_principal(principal)
         check_identifier(turn_id, "turn_id")
         ttl = check_ttl(ttl_seconds, self.max_ttl_seconds)
+        return self._extend(Chosen(principal.user_id, turn_id=turn_id), ttl)
+
+    @audited("extend")
+    def extend(self, principal: Principal, id: str, ttl_seconds: float) -> None:
+        """Make one of the caller's live rows live at least ``ttl_seconds`` more (a read that refreshes it);
+        NotFound as for a read when it is missing, expired or someone else's."""
+        check_principal(principal)
+        ttl, row_id = check_ttl(ttl_seconds, self.max_ttl_seconds), parse_row_id(id)
+        if row_id is None:
+            raise NotFound()
+        self._extend(Chosen(principal.user_id, row_id=row_id), ttl)
+
+    def _extend(self, chosen: Chosen, ttl: float) -> int:
         with self._counters.integrity_guard():
-            return extend_turn(self._store, self._keys, self._rows, self._deletions, self._unseal, self._now,
-                               principal.user_id, turn_id, ttl)
+            return extend_rows(self._store, self._keys, self._rows, self._deletions, self._unseal, self._now,
+                               chosen, ttl)
 
     @audited("gc")
     def gc(self, now: float | None = None, *, progress: Callable[[int], None] | None = None) -> int:
