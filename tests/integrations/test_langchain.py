@@ -176,13 +176,12 @@ def test_wrapped_tools_keep_what_langgraph_injects(pad, vault, alice):
 
 
 # -- the README example --------------------------------------------------------------------------------
-SNIPPET = readme_block("### LangChain and LangGraph")
+SNIPPET = readme_block("#### A graph of your own")
 
 
 def test_readme_example_runs_as_written_with_the_trial_keyring(capsys, monkeypatch):
     assert SNIPPET.count('keyring_backend="memory"') == 1
-    swaps = {'ChatOpenAI(model="gpt-5.2")': "readme_model",
-             "from langchain_openai import ChatOpenAI  # any chat model with tool calling\n": ""}
+    swaps = {'init_chat_model("openai:gpt-5.2")': "readme_model"}
     code = SNIPPET
     for old, new in swaps.items():
         assert code.count(old) == 1

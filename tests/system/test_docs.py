@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.support.installed import imported_roots, installable_roots
+from tests.support.installed import imported_roots, installable_roots, python_blocks
 from tests.support.repository import ROOT
 from vault import SCRATCHPAD_READ_TOOL, Principal, Vault
 
@@ -126,3 +126,9 @@ def test_the_readme_says_where_principal_is_introduced_that_actor_and_channel_do
     with Vault.open(vault_dir / "v.db", keyring_backend=keyring_backend) as vault:  # what that sentence says
         row = vault.put(Principal("alice", actor="planner", channel="web"), "turn-1", 1, "tool", "x").id
         assert vault.read(Principal("alice", actor="coder", channel="cli"), row).content == "x"
+
+
+def test_the_readmes_python_imports_only_what_the_package_and_its_extras_install():
+    for block in python_blocks(ROOT / "README.md"):
+        outside = imported_roots(block) - installable_roots()
+        assert not outside, f"a README example imports {sorted(outside)}, which no extra installs:\n{block[:300]}"

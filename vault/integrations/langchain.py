@@ -110,27 +110,42 @@ def offered(pad: Pad, runtime: Any, tools: Sequence[BaseTool], *,
             context: TurnContext = context_turn) -> list[BaseTool]:
     """The tools to bind for this model call (``runtime``: the model node's ``Runtime``): all of them, less
     ``scratchpad_read`` unless ``Scratchpad.tools`` offers it; a vault fault is logged and leaves it out."""
-    principal, turn_id = _model_turn(pad, runtime, context)
-    try:
-        offer = bool(pad_call_blocking(pad, "tools", principal, turn_id))
-    except InvalidArgument:
-        raise  # a bad principal or turn id is the runtime's bug, not a fault to hide
-    except VaultError as error:
-        offer = _not_offered(error)
-    return [tool for tool in tools if offer or tool.name != TOOL_NAME]
+    return without_read(tools) if not offers(pad, runtime, context=context) else list(tools)
 
 
 async def aoffered(pad: Pad, runtime: Any, tools: Sequence[BaseTool], *,
                    context: TurnContext = context_turn) -> list[BaseTool]:
     """:func:`offered` for an async model node: the vault's index lookup runs off the event loop."""
+    return without_read(tools) if not await aoffers(pad, runtime, context=context) else list(tools)
+
+
+def offers(pad: Pad, runtime: Any, *, context: TurnContext = context_turn) -> bool:
+    """Whether this model call may be offered ``scratchpad_read``: ``Scratchpad.tools`` offers it for the run's
+    principal and turn; a vault fault is logged and answered "no"."""
     principal, turn_id = _model_turn(pad, runtime, context)
     try:
-        offer = bool(await pad_call(pad, "tools", principal, turn_id))
+        return bool(pad_call_blocking(pad, "tools", principal, turn_id))
+    except InvalidArgument:
+        raise  # a bad principal or turn id is the runtime's bug, not a fault to hide
+    except VaultError as error:
+        return _not_offered(error)
+
+
+async def aoffers(pad: Pad, runtime: Any, *, context: TurnContext = context_turn) -> bool:
+    """:func:`offers` off the event loop."""
+    principal, turn_id = _model_turn(pad, runtime, context)
+    try:
+        return bool(await pad_call(pad, "tools", principal, turn_id))
     except InvalidArgument:
         raise
     except VaultError as error:
-        offer = _not_offered(error)
-    return [tool for tool in tools if offer or tool.name != TOOL_NAME]
+        return _not_offered(error)
+
+
+def without_read(tools: Sequence[Any]) -> list[Any]:
+    """``tools`` less ``scratchpad_read`` (tools as LangChain objects, or provider tools as dicts)."""
+    return [tool for tool in tools if (tool.get("name") if isinstance(tool, dict) else
+                                       getattr(tool, "name", None)) != TOOL_NAME]
 
 
 def _model_turn(pad: object, runtime: Any, context: TurnContext) -> tuple[Principal, str]:
