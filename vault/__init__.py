@@ -13,13 +13,16 @@ from vault.errors import (
     VaultError,
 )
 from vault.model import Principal, ReadResult, Record, Representation
+from vault.row.finding import FindResult, Match
 from vault.vault import Vault
 
 __all__ = [
     "SCRATCHPAD_READ_TOOL",
+    "FindResult",
     "IntegrityError",
     "InvalidArgument",
     "KeyUnavailable",
+    "Match",
     "NotFound",
     "Principal",
     "QuotaExceeded",

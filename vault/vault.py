@@ -9,6 +9,7 @@ import logging
 import operator
 import time
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from vault.opening import DEFAULT_KEY_CACHE_SIZE as CACHE_SIZE
 from vault.opening import DEFAULT_KEYRING_TIMEOUT as KEYRING_TIMEOUT
 from vault.opening import DEFAULT_MAX_TTL, EPOCH_SECONDS, EPOCH_SKEW_SECONDS, check_settings, open_parts
 from vault.quotas import OwnerQuotas
+from vault.row.finding import DEFAULT_MATCHES, FindRequest, FindResult, find
 from vault.row.format import Metadata, SummaryRecord, record_fields, summary_fields
 from vault.row.slices import chunk_span, cut, joined, plaintexts, plan
 from vault.storage import Snapshot, Store, StoredRow
@@ -185,6 +187,21 @@ class Vault(KeyMaintenance):
         return ReadResult(id=row.row_id.hex(), content=content, content_kind=metadata.content_kind, mode=mode,
                           full_size=metadata.size_units, returned_size=wanted.end - wanted.start,
                           truncated=wanted.truncated, start=wanted.start, end=wanted.end)
+
+    @audited("find")
+    def find(self, principal: Principal, id: str, query: str, *, n: int = DEFAULT_MATCHES, ignore_case: bool = False,
+             turn_id: str | None = None) -> FindResult:
+        """Up to ``n`` places where ``query`` occurs, literally, in a row, each with its offset in the row's units
+        and its line; streamed chunk by chunk (memory O(chunk)), lines within ``max_read`` units together, on
+        the same access path as ``read`` (vault/row/finding.py)."""
+        request = FindRequest(query, n, ignore_case)
+        with self._counters.integrity_guard(id), self._store.snapshot() as reads:
+            row, opened, metadata = self._open_row(reads, principal, id, turn_id)
+            last = len(metadata.chunk_units) - 1
+            with closing(plaintexts(reads, row, opened, metadata, 0, last)) as pieces:
+                matches, more = find(pieces, metadata.content_kind, request, self.max_read)
+        self._counters.count("reads")
+        return FindResult(row.row_id.hex(), metadata.content_kind, matches, more, metadata.size_units)
 
     @audited("list")
     def list_for_turn(self, principal: Principal, turn_id: str) -> list[Representation]:

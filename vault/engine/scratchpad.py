@@ -179,6 +179,10 @@ class Scratchpad:
         """Read the slice under this pad's cap, asking the vault only for what the cap lets through; the
         vault checks owner, turn and expiry before it decrypts anything."""
         cap, mode, n, start, end = self.max_read, request.mode, request.n, request.start, request.end
+        if request.find is not None:
+            found = self._vault.find(principal, request.id, request.find.query, n=request.find.n,
+                                     ignore_case=request.find.ignore_case, turn_id=turn_id)
+            return found.to_dict()
         if mode in ("head", "tail"):
             result = self._vault.read(principal, request.id, mode=mode, n=min(n, cap), turn_id=turn_id)
         else:
