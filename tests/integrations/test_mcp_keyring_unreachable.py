@@ -65,8 +65,8 @@ def headless_configuration() -> dict:
     """The README's MCP configuration for a host on a machine without a desktop session."""
     text = (ROOT / "README.md").read_text()
     blocks = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", text, re.S)]
-    [server] = [block["mcpServers"]["scratchpad"] for block in blocks if "mcpServers" in block
-                and block["mcpServers"]["scratchpad"]["command"] == "dbus-run-session"]
+    [server] = [server for block in blocks for server in block.get("mcpServers", {}).values()
+                if server["command"] == "dbus-run-session"]
     return server
 
 

@@ -56,12 +56,12 @@ def check_pad(pad: object, name: str = "pad") -> None:
         raise InvalidArgument(f"{name} must be a Scratchpad or an AsyncScratchpad")
 
 
-async def pad_call(pad: Pad, method: str, *args: Any) -> Any:
+async def pad_call(pad: Pad, method: str, *args: Any, **kwargs: Any) -> Any:
     """``pad.<method>(*args)`` off the event loop: the facade's coroutine, or the Scratchpad's call in a worker
     thread (which runs in a copy of the caller's context, so a framework's context variables still hold)."""
     if isinstance(pad, AsyncScratchpad):
-        return await getattr(pad, method)(*args)
-    return await anyio.to_thread.run_sync(functools.partial(getattr(pad, method), *args))
+        return await getattr(pad, method)(*args, **kwargs)
+    return await anyio.to_thread.run_sync(functools.partial(getattr(pad, method), *args, **kwargs))
 
 
 def pad_call_blocking(pad: Pad, method: str, *args: Any) -> Any:

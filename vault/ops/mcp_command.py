@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import secrets
 import sys
 from collections.abc import Callable
 
@@ -34,13 +35,24 @@ def add_command(command: Callable[..., argparse.ArgumentParser]) -> None:
     for name, variable in ENVIRONMENT.items():
         parser.add_argument(f"--{name}", default=None, help=f"default ${variable}")
     parser.add_argument("--max-read", type=int, default=16000, help="cap on units one read returns (default 16000)")
+    parser.add_argument("--ttl", type=float, default=3600.0, help="with --wrap: seconds a stored result lives "
+                        "(default 3600)")
+    parser.add_argument("--threshold-bytes", type=int, default=4096, help="with --wrap: results this large or "
+                        "larger are stored (default 4096)")
+    parser.add_argument("--wrap", action="store_true", help="proxy the MCP server the command after -- starts "
+                        "(stdio): its large tool results are stored, scratchpad_read is added; --turn defaults "
+                        "to one of its own per proxy session")
+    parser.add_argument("upstream", nargs="*", metavar="COMMAND", help="with --wrap, after --: the upstream "
+                        "MCP server's command and its arguments")
 
 
-def bound_principal(args: argparse.Namespace) -> tuple[Principal, str]:
-    """The principal and turn the server is bound to: each flag, else its environment variable. A flag given empty
-    is refused (by the checks below), never replaced by its variable: the host's command line decides."""
+def bound_principal(args: argparse.Namespace, *, turn_default: str | None = None) -> tuple[Principal, str]:
+    """The principal and turn the server is bound to: each flag, else its environment variable, else (the turn
+    only) ``turn_default``. A flag given empty is refused (by the checks below), never replaced by its variable:
+    the host's command line decides."""
     given = {name: os.environ.get(variable) or None if getattr(args, name) is None else getattr(args, name)
              for name, variable in ENVIRONMENT.items()}
+    given["turn"] = turn_default if given["turn"] is None else given["turn"]
     missing = [f"--{name} (or ${ENVIRONMENT[name]})" for name in ("user", "turn") if given[name] is None]
     if missing:
         raise InvalidArgument(f"the MCP server needs {' and '.join(missing)}")
@@ -58,6 +70,10 @@ HOST_REMEDY = ("an MCP host starts its servers with a minimal environment: give 
 def serve(args: argparse.Namespace) -> int:
     """Open the vault (the same database and keyring as the engine), then serve until stdin closes. A vault that
     cannot be opened is served too, as an error in every answer, so the host shows why instead of a closed pipe."""
+    if args.wrap:
+        return _wrap(args)
+    if args.upstream:
+        raise InvalidArgument("a command after -- is the upstream of --wrap, which is missing")
     principal, turn_id = bound_principal(args)
     try:
         import anyio
@@ -80,6 +96,38 @@ def serve(args: argparse.Namespace) -> int:
             return 0
         with vault:
             anyio.run(serve_stdio, Scratchpad(vault), principal, turn_id)
+    return 0
+
+
+def _wrap(args: argparse.Namespace) -> int:
+    """``--wrap -- COMMAND``: the proxy in front of COMMAND's MCP server, on the vault (made by the first result
+    stored), for the bound user and turn (a turn of this session's own unless given)."""
+    command = list(args.upstream)
+    if not command:
+        raise InvalidArgument("--wrap needs the upstream server's command, e.g. --wrap -- python server.py")
+    principal, turn_id = bound_principal(args, turn_default=f"mcp-proxy-{secrets.token_hex(8)}")
+    try:
+        import anyio
+
+        from vault.integrations.mcp import serve_server_stdio, unavailable_server
+        from vault.integrations.mcp_proxy import Binding, serve_proxy
+    except ImportError as error:
+        if (error.name or "").split(".")[0] not in _SDK_MODULES:
+            raise
+        raise VaultError("the MCP proxy needs the MCP SDK: install scratchvault with its mcp extra "
+                         "(pip install '<clone or wheel>[mcp]')") from None
+    from vault.engine import Scratchpad
+
+    with _stderr_log():
+        try:
+            vault = commands.open_vault(args, create=True, max_read=args.max_read)
+            pad = Scratchpad(vault, args.threshold_bytes, ttl_seconds=args.ttl)
+        except VaultError as error:
+            log.error("%s", _unavailable(error))
+            anyio.run(serve_server_stdio, unavailable_server(_unavailable(error)))
+            return 0
+        with vault:
+            anyio.run(serve_proxy, pad, command, Binding(principal, turn_id))
     return 0
 
 
