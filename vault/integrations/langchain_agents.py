@@ -55,7 +55,12 @@ def _repaired(response: Result) -> Result:
     if isinstance(response, AIMessage):
         return repair_reads(response)
     if isinstance(response, ExtendedModelResponse):
-        return ExtendedModelResponse(model_response=_repaired(response.model_response), command=response.command)
+        return ExtendedModelResponse(model_response=_repaired_messages(response.model_response),
+                                     command=response.command)
+    return _repaired_messages(response)
+
+
+def _repaired_messages(response: ModelResponse) -> ModelResponse:
     messages: list[BaseMessage] = [repair_reads(message) if isinstance(message, AIMessage) else message
                                    for message in response.result]
     return ModelResponse(result=messages, structured_response=response.structured_response)

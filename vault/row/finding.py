@@ -76,10 +76,11 @@ class FindResult:
 def find(pieces: Iterable[memoryview], kind: str, request: FindRequest, cap: int) -> tuple[tuple[Match, ...], bool]:
     """The first ``request.n`` matches in the row whose chunks ``pieces`` yields in order, their lines together
     at most ``cap`` units (the read cap), and whether more matched than were returned."""
-    binary = kind == "binary"
-    needle: str | bytes = request.query.encode("utf-8") if binary else request.query
-    pattern = re.compile(re.escape(needle), re.IGNORECASE if request.ignore_case else 0)
-    search = _Search(pattern, len(needle), request.n, binary, cap)
+    binary, flags = kind == "binary", re.IGNORECASE if request.ignore_case else 0
+    needle = request.query.encode("utf-8")
+    pattern: re.Pattern[Any] = re.compile(re.escape(needle), flags) if binary else re.compile(
+        re.escape(request.query), flags)
+    search = _Search(pattern, len(needle) if binary else len(request.query), request.n, binary, cap)
     for piece in pieces:
         if search.feed(bytes(piece) if binary else str(piece, "utf-8", "replace"), final=False):
             break
