@@ -13,10 +13,11 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from tests.integrations.mcp_upstream import PAGE
+from tests.integrations.mcp_upstream import server as upstream_server
 from tests.support.file_keyring import FileKeyring, load
 from tests.support.repository import ROOT, child_env
 from vault import Principal, Vault
@@ -30,6 +31,15 @@ def proxy(db: Path, keyring: Path, *flags: str) -> StdioServerParameters:
         "-m", "vault", "mcp", "--db", str(db), "--user", "alice", *flags, "--wrap", "--", *UPSTREAM],
         env=child_env(PYTHON_KEYRING_BACKEND="tests.support.file_keyring.FileKeyring",
                       SCRATCHVAULT_TEST_KEYRING=str(keyring)))
+
+
+async def outcome(client: Client, tool: str) -> tuple:
+    """What calling ``tool`` gives: the result's error flag and text, or the protocol error's code and message."""
+    try:
+        answer = await client.call_tool(tool, {})
+    except MCPError as error:
+        return "error", error.code, error.message
+    return "result", answer.is_error, answer.content[0].text
 
 
 @pytest.fixture
@@ -72,7 +82,13 @@ def test_a_large_result_is_stored_and_read_back_small_ones_pass(where, tmp_path)
         assert (await client.read_resource("page://readme")).contents[0].text == "the upstream's readme"
         prompt = await client.get_prompt("summarise", {"topic": "logs"})
         assert "Summarise logs." in str(prompt.messages[0].content)
+        assert await outcome(client, "no_such_tool") == seen["direct"]  # the upstream's own answer, as it came
 
+    async def direct() -> None:
+        async with Client(upstream_server) as client:
+            seen["direct"] = await outcome(client, "no_such_tool")
+
+    anyio.run(direct)
     host(proxy(db, keyring, "--turn", "turn-9"), tmp_path / "stderr", scenario)
     assert "upstream: started" in (tmp_path / "stderr").read_text()  # the upstream's stderr, forwarded
     assert "CANARY" not in db.read_bytes().decode("latin-1") and load(keyring)  # stored encrypted
