@@ -88,7 +88,8 @@ class Bench:
     def run(self, started: float, more: tuple[Callable[[], object], ...] = ()) -> Bench:
         """Every case, in order (``more`` after the listing), saying on stderr when each stage is done; the stores
         are closed after."""
-        stages = (self.puts, self.slices, self.full_reads, self.listing, *more, self.gc, self.rewrap, self.peak_memory)
+        stages = (self.puts, self.slices, self.full_reads, self.finds, self.listing, *more, self.gc, self.rewrap,
+                  self.peak_memory)
         try:
             for stage in stages:
                 stage()
@@ -156,6 +157,19 @@ class Bench:
             plain_id = self.plain.put("full", 0, "x", text)
             self.add(f"full read {_size(size)}", lambda v=vault_id: self.vault.get(OWNER, v),
                      lambda p=plain_id: self.plain.get(p), target)
+
+    def finds(self) -> None:
+        """Find over a whole row (a query that never matches, so every chunk is searched) against reading the row
+        whole and searching it: the vault's find, and the plaintext baseline's whole read with ``str.find``."""
+        for size in (1 * MIB, (16 if self.quick else 64) * MIB):
+            text = text_of(size)
+            vault_id = self.vault.put(OWNER, "find", 0, "x", text).id
+            plain_id = self.plain.put("find", 0, "x", text)
+            self.add(f"find in {_size(size)} (baseline: whole read + str.find)",
+                     lambda v=vault_id: self.vault.find(OWNER, v, "no such text"),
+                     lambda p=plain_id: self.plain.get(p).find("no such text"), None, runs=5)
+            self.add(f"whole read {_size(size)} + str.find (vault only)",
+                     lambda v=vault_id: self.vault.get(OWNER, v).content.find("no such text"), None, None, runs=5)
 
     def listing(self) -> None:
         text = text_of(2 * KIB)

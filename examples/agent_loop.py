@@ -7,7 +7,7 @@ user A and gets "not found". Finally user A's turn is suspended, resumed in a ne
 rows' lifetime extended, and the tool is still offered when it would otherwise have expired.
 
     python examples/agent_loop.py                  # the OS keyring (e.g. through: bash scripts/run ...)
-    python examples/agent_loop.py --memory-keyring # an in-memory keyring, for machines without one
+    python examples/agent_loop.py --memory-keyring # the trial keyring ("memory"): no keyring needed
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from keys.testing import MemoryKeyring
 from vault import KeyUnavailable, Principal, Vault
 from vault.engine import Scratchpad
 
@@ -128,9 +127,9 @@ def resume(path: Path, keyring: Any, clock: ScriptedClock, alice: Turn, bob: Tur
 def main(argv: list[str] | None = None) -> int:
     """Run the story; exit 0 when isolation and resume behaved, 1 otherwise, 2 without a usable keyring."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--memory-keyring", action="store_true", help="use an in-memory keyring (testing only)")
+    parser.add_argument("--memory-keyring", action="store_true", help="the trial keyring (keys die with the process)")
     options = parser.parse_args(argv)
-    keyring = MemoryKeyring() if options.memory_keyring else None
+    keyring = "memory" if options.memory_keyring else None
     clock = ScriptedClock()
     alice = Turn("alice", "turn-a1", [
         ("web.fetch", {"url": "https://example.org/report"}),

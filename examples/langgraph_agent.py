@@ -6,7 +6,7 @@ Alice's model reads her listing; Bob's model tries Alice's id and gets "not foun
 not read.
 
     python examples/langgraph_agent.py                  # the OS keyring
-    python examples/langgraph_agent.py --memory-keyring # an in-memory keyring, for machines without one
+    python examples/langgraph_agent.py --memory-keyring # the trial keyring ("memory"): no keyring needed
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.runtime import Runtime
 from pydantic import Field
 
-from keys.testing import MemoryKeyring
 from vault import KeyUnavailable, Principal, Vault
 from vault.engine import Scratchpad
 from vault.integrations.langchain import offered, offloading, repair_reads, scratchpad_read_tool
@@ -113,12 +112,12 @@ def story(pad: Scratchpad) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Run the story; exit 0 when isolation held, 1 otherwise, 2 without a usable keyring."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--memory-keyring", action="store_true", help="use an in-memory keyring (testing only)")
+    parser.add_argument("--memory-keyring", action="store_true", help="the trial keyring (keys die with the process)")
     options = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="scratchvault-langgraph-") as scratch:
         try:
             vault = Vault.open(Path(scratch) / "scratchpad.db",
-                               keyring_backend=MemoryKeyring() if options.memory_keyring else None)
+                               keyring_backend="memory" if options.memory_keyring else None)
         except KeyUnavailable as error:
             print(f"no usable OS keyring: {error}\n(try --memory-keyring)", file=sys.stderr)
             return 2

@@ -6,8 +6,12 @@ Alice and once for Bob (``--user``/``--turn``: the host fixes whose rows the ser
 the same database and keyring. Alice's server lists ``scratchpad_read`` and reads her listing; an argument naming
 another user is refused; Bob's server, given Alice's id, answers "not found", as for any id it may not read.
 
-    python examples/mcp_client.py                # the OS keyring, which the server process shares
-    python examples/mcp_client.py --file-keyring # a keyring in a JSON file, in clear (testing only)
+    python examples/mcp_client.py                  # the OS keyring, which the server process shares
+    python examples/mcp_client.py --memory-keyring # the trial keyring ("memory"): no keyring needed
+
+An in-memory keyring lives in one process, so with ``--memory-keyring`` each server runs in this process
+(``build_server``, the server ``scratchvault mcp`` runs) and the client reaches it through the SDK's in-memory
+transport instead of a subprocess.
 """
 
 from __future__ import annotations
@@ -26,9 +30,9 @@ import anyio
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tests.support.file_keyring import PATH_VARIABLE, FileKeyring
 from vault import KeyUnavailable, Principal, Vault
 from vault.engine import Scratchpad
+from vault.integrations.mcp import build_server, fixed_principal
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,12 +43,26 @@ def listing(directory: str) -> dict[str, Any]:
                                               for i in range(400)]}
 
 
-async def host(db: Path, user: str, env: dict[str, str], calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Launch the server for ``user`` in turn-1, as a host would, and make the model's calls through it."""
-    command = StdioServerParameters(command=sys.executable, args=["-m", "vault", "mcp", "--db", str(db), "--user",
-                                                                  user, "--turn", "turn-1"], cwd=str(ROOT), env=env)
+class Host:
+    """How the host reaches each user's server: ``python -m vault mcp`` launched over stdio on the engine's
+    database and keyring, or (``pad`` given: an in-memory keyring) the same server in this process."""
+
+    def __init__(self, db: Path, pad: Scratchpad | None) -> None:
+        self.db, self.pad = db, pad
+
+    def server(self, user: str) -> Any:
+        if self.pad is not None:
+            return build_server(self.pad, fixed_principal(Principal(user), "turn-1"))
+        command = StdioServerParameters(command=sys.executable, args=["-m", "vault", "mcp", "--db", str(self.db),
+                                                                      "--user", user, "--turn", "turn-1"],
+                                        cwd=str(ROOT), env={**os.environ, "PYTHONPATH": str(ROOT)})
+        return stdio_client(command, errlog=sys.stderr)
+
+
+async def host(where: Host, user: str, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Start the server for ``user`` in turn-1, as a host would, and make the model's calls through it."""
     answers = []
-    async with Client(stdio_client(command, errlog=sys.stderr)) as client:
+    async with Client(where.server(user)) as client:
         print(f"[{user}'s server] tools listed: {[tool.name for tool in (await client.list_tools()).tools]}")
         for arguments in calls:
             answer = (await client.call_tool("scratchpad_read", arguments)).structured_content
@@ -53,14 +71,14 @@ async def host(db: Path, user: str, env: dict[str, str], calls: list[dict[str, A
     return answers
 
 
-def story(pad: Scratchpad, db: Path, env: dict[str, str]) -> bool:
+def story(pad: Scratchpad, where: Host) -> bool:
     """The engine stores; each user's server reads. True when Alice read hers and Bob could not read it."""
     alices = pad.observe(Principal("alice"), "turn-1", 1, "list_files", listing("/srv/a"))["id"]
     pad.observe(Principal("bob"), "turn-1", 1, "list_files", listing("/srv/b"))
     print(f"[engine] stored alice's and bob's listings of turn-1; alice's id is {alices}")
-    read, named = anyio.run(host, db, "alice", env, [{"id": alices, "mode": "head", "n": 60},
-                                                     {"id": alices, "user": "bob"}])
-    [denied] = anyio.run(host, db, "bob", env, [{"id": alices}])  # say alice's id leaked into bob's chat
+    read, named = anyio.run(host, where, "alice", [{"id": alices, "mode": "head", "n": 60},
+                                                   {"id": alices, "user": "bob"}])
+    [denied] = anyio.run(host, where, "bob", [{"id": alices}])  # say alice's id leaked into bob's chat
     if denied.get("error", "").startswith("not found"):
         print("-> bob's server was given alice's id and answered not found, as for any id it may not read")
     return "content" in read and "unknown argument" in named.get("error", "") and "content" not in denied
@@ -69,23 +87,19 @@ def story(pad: Scratchpad, db: Path, env: dict[str, str]) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Run the story; exit 0 when isolation held, 1 otherwise, 2 without a usable keyring."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--file-keyring", action="store_true",
-                        help="keep the keys in a JSON file both processes read, in clear (testing only)")
+    parser.add_argument("--memory-keyring", action="store_true",
+                        help="the trial keyring (keys die with the process), the servers in this process")
     options = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="scratchvault-mcp-") as scratch:
-        db, env = Path(scratch) / "scratchpad.db", {**os.environ, "PYTHONPATH": str(ROOT)}
-        keyring = None
-        if options.file_keyring:  # the server selects it by name, as keyring selects any backend
-            keyring = FileKeyring(Path(scratch) / "keyring.json")
-            env |= {"PYTHON_KEYRING_BACKEND": "tests.support.file_keyring.FileKeyring",
-                    PATH_VARIABLE: str(keyring.path)}
+        db = Path(scratch) / "scratchpad.db"
         try:
-            vault = Vault.open(db, keyring_backend=keyring)
+            vault = Vault.open(db, keyring_backend="memory" if options.memory_keyring else None)
         except KeyUnavailable as error:
-            print(f"no usable OS keyring: {error}\n(try --file-keyring)", file=sys.stderr)
+            print(f"no usable OS keyring: {error}\n(try --memory-keyring)", file=sys.stderr)
             return 2
         with vault:
-            isolated = story(Scratchpad(vault, threshold_bytes=4096), db, env)
+            pad = Scratchpad(vault, threshold_bytes=4096)
+            isolated = story(pad, Host(db, pad if options.memory_keyring else None))
             for user in ("alice", "bob"):
                 vault.shred_owner(user)
     return 0 if isolated else 1

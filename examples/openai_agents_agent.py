@@ -6,7 +6,7 @@ user has rows in the turn. Alice's model reads her listing, sending null for the
 mode makes it; Bob's model tries Alice's id and gets "not found", the answer for any id it may not read.
 
     python examples/openai_agents_agent.py                  # the OS keyring
-    python examples/openai_agents_agent.py --memory-keyring # an in-memory keyring, for machines without one
+    python examples/openai_agents_agent.py --memory-keyring # the trial keyring ("memory"): no keyring needed
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agents import Agent, FunctionTool, Model, ModelResponse, Runner, Usage, function_tool, set_tracing_disabled
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
-from keys.testing import MemoryKeyring
 from vault import KeyUnavailable, Principal, Vault
 from vault.engine import Scratchpad
 from vault.integrations.openai_agents import TurnContext, offloading, scratchpad_read_tool
@@ -92,13 +91,13 @@ def story(pad: Scratchpad) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Run the story; exit 0 when isolation held, 1 otherwise, 2 without a usable keyring."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--memory-keyring", action="store_true", help="use an in-memory keyring (testing only)")
+    parser.add_argument("--memory-keyring", action="store_true", help="the trial keyring (keys die with the process)")
     options = parser.parse_args(argv)
     set_tracing_disabled(True)  # offline: nothing is sent anywhere
     with tempfile.TemporaryDirectory(prefix="scratchvault-openai-agents-") as scratch:
         try:
             vault = Vault.open(Path(scratch) / "scratchpad.db",
-                               keyring_backend=MemoryKeyring() if options.memory_keyring else None)
+                               keyring_backend="memory" if options.memory_keyring else None)
         except KeyUnavailable as error:
             print(f"no usable OS keyring: {error}\n(try --memory-keyring)", file=sys.stderr)
             return 2

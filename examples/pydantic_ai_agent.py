@@ -5,7 +5,7 @@ sees a summary and an id); ``scratchpad_read`` is offered once the user has rows
 her listing; Bob's model tries Alice's id and gets "not found", the answer for any id it may not read.
 
     python examples/pydantic_ai_agent.py                  # the OS keyring
-    python examples/pydantic_ai_agent.py --memory-keyring # an in-memory keyring, for machines without one
+    python examples/pydantic_ai_agent.py --memory-keyring # the trial keyring ("memory"): no keyring needed
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolRetu
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
-from keys.testing import MemoryKeyring
 from vault import KeyUnavailable, Principal, Vault
 from vault.engine import Scratchpad
 from vault.integrations.pydantic_ai import OffloadingToolset, ScratchpadToolset
@@ -86,12 +85,12 @@ def story(pad: Scratchpad) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Run the story; exit 0 when isolation held, 1 otherwise, 2 without a usable keyring."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--memory-keyring", action="store_true", help="use an in-memory keyring (testing only)")
+    parser.add_argument("--memory-keyring", action="store_true", help="the trial keyring (keys die with the process)")
     options = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="scratchvault-pydantic-ai-") as scratch:
         try:
             vault = Vault.open(Path(scratch) / "scratchpad.db",
-                               keyring_backend=MemoryKeyring() if options.memory_keyring else None)
+                               keyring_backend="memory" if options.memory_keyring else None)
         except KeyUnavailable as error:
             print(f"no usable OS keyring: {error}\n(try --memory-keyring)", file=sys.stderr)
             return 2

@@ -7,6 +7,7 @@ secrets in plaintext (or not at all) is refused before anything is written.
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,7 @@ from keyring.backend import KeyringBackend
 from keyring.errors import KeyringLocked, NoKeyringError, PasswordDeleteError
 
 from keys.errors import InvalidArgument, KeyUnavailable
+from keys.memory_keyring import TRIAL, TRIAL_WARNING, TrialKeyringWarning, trial_keyring
 from keys.secret import Secret
 
 REMEDY = (
@@ -40,8 +42,15 @@ def _children(backend: KeyringBackend) -> list[KeyringBackend]:
         raise KeyUnavailable(f"the keyring backend could not list the backends it chains; {REMEDY}") from None
 
 
-def resolve_backend(backend: KeyringBackend | None) -> KeyringBackend:
-    """The backend to use: the given instance, else keyring's choice, which must be a recommended one."""
+def resolve_backend(backend: KeyringBackend | str | None) -> KeyringBackend:
+    """The backend to use: the given instance, this process's trial keyring when named ``"memory"`` (with a
+    warning that its keys die with the process), else keyring's choice, which must be a recommended one."""
+    if isinstance(backend, str):
+        if backend != TRIAL:
+            raise InvalidArgument('keyring_backend must be a keyring.backend.KeyringBackend instance, or "memory" '
+                                  "for a trial keyring")
+        warnings.warn(TRIAL_WARNING, TrialKeyringWarning, stacklevel=2)
+        return trial_keyring()
     auto = backend is None
     if auto:
         try:
@@ -50,7 +59,8 @@ def resolve_backend(backend: KeyringBackend | None) -> KeyringBackend:
             raise KeyUnavailable(f"the OS keyring could not be loaded ({type(error).__name__}); {REMEDY}") from None
     if not isinstance(backend, KeyringBackend):
         if not auto:
-            raise InvalidArgument("keyring_backend must be a keyring.backend.KeyringBackend instance")
+            raise InvalidArgument('keyring_backend must be a keyring.backend.KeyringBackend instance, or "memory" '
+                                  "for a trial keyring")
         raise KeyUnavailable(f"keyring returned something that is not a KeyringBackend; {REMEDY}")
     for candidate in _children(backend):
         if _is_insecure(candidate):

@@ -1,5 +1,6 @@
 """scratchvault: an encrypted-at-rest, ownership-checked store for large agent tool outputs."""
 
+from keys.memory_keyring import TrialKeyringWarning
 from vault.engine.tool import SCRATCHPAD_READ_TOOL, tool_declaration
 from vault.errors import (
     IntegrityError,
@@ -12,13 +13,16 @@ from vault.errors import (
     VaultError,
 )
 from vault.model import Principal, ReadResult, Record, Representation
+from vault.row.finding import FindResult, Match
 from vault.vault import Vault
 
 __all__ = [
     "SCRATCHPAD_READ_TOOL",
+    "FindResult",
     "IntegrityError",
     "InvalidArgument",
     "KeyUnavailable",
+    "Match",
     "NotFound",
     "Principal",
     "QuotaExceeded",
@@ -26,6 +30,7 @@ __all__ = [
     "Record",
     "Representation",
     "StorageError",
+    "TrialKeyringWarning",
     "UnsafeStorage",
     "Vault",
     "VaultError",

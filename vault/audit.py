@@ -49,6 +49,7 @@ _RESULT_FIELDS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "get": lambda record: {"kind": record.content_kind, "bytes": record.size_bytes},
     "read": lambda result: {"mode": result.mode, "returned": result.returned_size, "truncated": result.truncated},
     "list": lambda reps: {"rows": len(reps)},
+    "find": lambda result: {"matches": len(result.matches), "more": result.more},
     "extend_turn": lambda count: {"rows": count},
     "gc": lambda count: {"rows": count},
     "rotate": lambda version: {"key_version": version},

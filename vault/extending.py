@@ -1,20 +1,20 @@
-"""extend_turn's work (a resumed dialog, ``Scratchpad.resume``): under the write lock, the owner's ledger of deleted
-rows is checked against the keyring's count (vault/deletions.py), rows it names are removed again (their owner had
-deleted them; a writer of the file put them back), and every other live row of the turn that would expire before
-the new expiry is re-sealed with it, its data key wrapped again under the epoch of its new expiry (threat_model.md,
-"Rollback" and "Expiry epochs")."""
+"""extend_turn's and extend's work (a resumed dialog, ``Scratchpad.resume``; a read that refreshes its row): under
+the write lock, the owner's ledger of deleted rows is checked against the keyring's count (vault/deletions.py), rows
+it names are removed again (their owner had deleted them; a writer of the file put them back), and every other
+chosen live row (the turn's, or the one row) that would expire before the new expiry is re-sealed with it, its data
+key wrapped again under the epoch of its new expiry (threat_model.md, "Rollback" and "Expiry epochs")."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
 
-from keys import EPOCH_CLOSED, KeyManager, OpenedRow, PutEpoch, RowRecipe
+from keys import EPOCH_CLOSED, IndexKey, KeyManager, OpenedRow, PutEpoch, RowRecipe, tags_equal
 from vault.deletions import Deletions
-from vault.errors import IntegrityError, KeyUnavailable
+from vault.errors import IntegrityError, KeyUnavailable, NotFound
 from vault.inputs import expiry
 from vault.row.format import Metadata, SummaryRecord
-from vault.storage import Store, StoredRow
+from vault.storage import Store, StoredRow, WriteTx
 
 Unseal = Callable[[str, StoredRow], tuple[OpenedRow, Metadata]]
 EPOCH_ATTEMPTS = 3  # the new expiry's epoch is fetched before the write lock; it moves only if the wait crossed one
@@ -24,15 +24,35 @@ class _EpochMoved(Exception):
     """The new expiry fell in another epoch than the key fetched before the write lock: fetch again."""
 
 
-def extend_turn(store: Store, keys: KeyManager, rows: RowRecipe, deletions: Deletions, unseal: Unseal,
-                now: Callable[[], float], user_id: str, turn_id: str, ttl: float) -> int:
-    """Make the owner's live rows of a turn live at least ``ttl`` more; returns how many were extended. Rows the
-    owner's ledger names are removed and never extended; if there were any, the rest is extended and committed,
-    then IntegrityError says so. A ledger altered or older than the keyring's count extends nothing."""
+@dataclasses.dataclass(frozen=True)
+class Chosen:
+    """The rows to extend: an owner's live rows of one turn, or (``row_id`` given) that one row of the owner's."""
+
+    user_id: str
+    turn_id: str | None = None
+    row_id: bytes | None = None
+
+    def rows(self, tx: WriteTx, index: IndexKey, owner_tag: bytes, moment: float) -> list[tuple[StoredRow,
+                                                                                                 bytes | None]]:
+        """The chosen rows with their sealed summaries; one row that is missing, another owner's or expired is
+        NotFound, as for a read."""
+        if self.row_id is None:
+            return tx.list_turn(owner_tag, index.turn_tag(owner_tag, str(self.turn_id)), moment)
+        row = tx.find_row(self.row_id, index.row_seq(self.row_id))
+        if row is None or not tags_equal(row.owner_tag, owner_tag) or row.expires_at <= moment:
+            raise NotFound()
+        return [(row, tx.read_summary(row.seq))]
+
+
+def extend_rows(store: Store, keys: KeyManager, rows: RowRecipe, deletions: Deletions, unseal: Unseal,
+                now: Callable[[], float], chosen: Chosen, ttl: float) -> int:
+    """Make the chosen live rows live at least ``ttl`` more; returns how many were extended. Rows the owner's
+    ledger names are removed and never extended; if there were any, the rest is extended and committed, then
+    IntegrityError says so. A ledger altered or older than the keyring's count extends nothing."""
     for _ in range(EPOCH_ATTEMPTS):
         moment = now()
         try:  # the epoch key is made, if new, outside any write transaction (keys/epoch_entries.py)
-            return _extend(store, keys, rows, deletions, unseal, now, user_id, turn_id, ttl,
+            return _extend(store, keys, rows, deletions, unseal, now, chosen, ttl,
                            rows.epoch_for(expiry(moment, ttl), moment))
         except _EpochMoved:
             continue
@@ -40,8 +60,9 @@ def extend_turn(store: Store, keys: KeyManager, rows: RowRecipe, deletions: Dele
 
 
 def _extend(store: Store, keys: KeyManager, rows: RowRecipe, deletions: Deletions, unseal: Unseal,
-            now: Callable[[], float], user_id: str, turn_id: str, ttl: float, put: PutEpoch) -> int:
-    """extend_turn's one write transaction, the rows moved into ``put``'s epoch."""
+            now: Callable[[], float], chosen: Chosen, ttl: float, put: PutEpoch) -> int:
+    """extend_rows's one write transaction, the rows moved into ``put``'s epoch."""
+    user_id = chosen.user_id
     index = keys.index_key()
     owner_tag = index.owner_tag(user_id)
     floor = deletions.floor(owner_tag)
@@ -54,7 +75,7 @@ def _extend(store: Store, keys: KeyManager, rows: RowRecipe, deletions: Deletion
             raise _EpochMoved
         if not rows.epoch_recorded(put, keys.epoch_commitment(put.epoch)):
             raise KeyUnavailable(EPOCH_CLOSED)
-        for row, sealed_summary in tx.list_turn(owner_tag, index.turn_tag(owner_tag, turn_id), moment):
+        for row, sealed_summary in chosen.rows(tx, index, owner_tag, moment):
             if ledger.names(row.row_id):
                 written_back += tx.delete_row(row.seq, row.row_id) is not None
                 continue

@@ -58,13 +58,24 @@ def check_ttl(value: object, max_ttl: float) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidArgument(f"ttl_seconds must be a number, not {type(value).__name__}")
     if isinstance(value, int) and value > max_ttl:
-        raise InvalidArgument(f"ttl_seconds must be at most {max_ttl:g}")
+        raise InvalidArgument(f"ttl_seconds must be at most {duration(max_ttl)}")
     seconds = float(value)
     if not math.isfinite(seconds) or seconds <= 0:
         raise InvalidArgument("ttl_seconds must be a positive, finite number")
     if seconds > max_ttl:
-        raise InvalidArgument(f"ttl_seconds must be at most {max_ttl:g}")
+        raise InvalidArgument(f"ttl_seconds must be at most {duration(max_ttl)}")
     return seconds
+
+
+def duration(seconds: float) -> str:
+    """A lifetime as a reader wants it: whole seconds written out (never in exponent form), and the days too
+    when it is a whole number of days; a fractional limit keeps its fraction."""
+    if not float(seconds).is_integer():
+        return f"{seconds} seconds"
+    whole = int(seconds)
+    count = whole // 86400
+    days = f" ({count} day{'s' if count > 1 else ''})" if count and whole % 86400 == 0 else ""
+    return f"{whole} seconds{days}"
 
 
 def parse_row_id(value: object) -> bytes | None:

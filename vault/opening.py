@@ -44,7 +44,7 @@ def check_settings(clock: object, max_read: object, max_ttl_seconds: object, key
     return OwnerQuotas.checked(owner_max_rows, owner_max_bytes)
 
 
-def open_parts(location: object, backend: KeyringBackend | None, key_cache_seconds: float, key_cache_size: int,
+def open_parts(location: object, backend: KeyringBackend | str | None, key_cache_seconds: float, key_cache_size: int,
                keyring_timeout: float, disk_reserve_bytes: int | None = None, pool_size: int | None = None,
                epochs: tuple[int, int] = (EPOCH_SECONDS, EPOCH_SKEW_SECONDS)
                ) -> tuple[Store, KeyManager, DeletionLedgers]:

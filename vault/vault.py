@@ -9,6 +9,7 @@ import logging
 import operator
 import time
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from vault.audit import AuditTrail, audited
 from vault.counters import Counters
 from vault.deletions import Deletions
 from vault.errors import IntegrityError, NotFound
-from vault.extending import extend_turn
+from vault.extending import Chosen, extend_rows
 from vault.inputs import (
     check_identifier,
     check_progress,
@@ -38,6 +39,7 @@ from vault.opening import DEFAULT_KEY_CACHE_SIZE as CACHE_SIZE
 from vault.opening import DEFAULT_KEYRING_TIMEOUT as KEYRING_TIMEOUT
 from vault.opening import DEFAULT_MAX_TTL, EPOCH_SECONDS, EPOCH_SKEW_SECONDS, check_settings, open_parts
 from vault.quotas import OwnerQuotas
+from vault.row.finding import DEFAULT_MATCHES, FindRequest, FindResult, find
 from vault.row.format import Metadata, SummaryRecord, record_fields, summary_fields
 from vault.row.slices import chunk_span, cut, joined, plaintexts, plan
 from vault.storage import Snapshot, Store, StoredRow
@@ -61,7 +63,7 @@ class Vault(KeyMaintenance):
         self._lifecycle = KeyLifecycle(store, keys, self._rows, self._counters, self._now)
 
     @classmethod
-    def open(cls, path: str | Path | None = None, *, keyring_backend: KeyringBackend | None = None,
+    def open(cls, path: str | Path | None = None, *, keyring_backend: KeyringBackend | str | None = None,
              clock: Callable[[], float] = time.time, max_read: int = 16000, max_ttl_seconds: float = DEFAULT_MAX_TTL,
              key_cache_seconds: float = CACHE_SECONDS, key_cache_size: int = CACHE_SIZE,
              keyring_timeout: float = KEYRING_TIMEOUT, disk_reserve_bytes: int | None = None,
@@ -69,9 +71,10 @@ class Vault(KeyMaintenance):
              pool_size: int | None = None, epoch_seconds: int = EPOCH_SECONDS,
              epoch_skew_seconds: int = EPOCH_SKEW_SECONDS) -> Vault:
         """Open (or create) a vault at a path (SQLite) or a ``postgresql://`` URL; refuses unsafe paths and
-        unacceptable keyrings before writing anything. Disk reserve (SQLite; None: max(64 MiB, 1%)), owner quotas
-        (None: none), pool size (PostgreSQL; None: 8), expiry epochs: README, "Disk space and quotas", "Several
-        hosts" and "What expiry means"."""
+        unacceptable keyrings before writing anything. ``keyring_backend``: None for the OS keyring, a backend
+        instance, or ``"memory"``, a trial keyring whose keys (and so rows) die with the process. Disk reserve
+        (SQLite; None: max(64 MiB, 1%)), owner quotas (None: none), pool size (PostgreSQL; None: 8), expiry
+        epochs: README, "Disk space and quotas", "Several hosts" and "What expiry means"."""
         epochs = (epoch_seconds, epoch_skew_seconds)
         quotas = check_settings(clock, max_read, max_ttl_seconds, key_cache_seconds, key_cache_size, keyring_timeout,
                                 disk_reserve_bytes, owner_max_rows, owner_max_bytes, epochs)
@@ -113,9 +116,22 @@ class Vault(KeyMaintenance):
         check_principal(principal)
         check_identifier(turn_id, "turn_id")
         ttl = check_ttl(ttl_seconds, self.max_ttl_seconds)
+        return self._extend(Chosen(principal.user_id, turn_id=turn_id), ttl)
+
+    @audited("extend")
+    def extend(self, principal: Principal, id: str, ttl_seconds: float) -> None:
+        """Make one of the caller's live rows live at least ``ttl_seconds`` more (a read that refreshes it);
+        NotFound as for a read when it is missing, expired or someone else's."""
+        check_principal(principal)
+        ttl, row_id = check_ttl(ttl_seconds, self.max_ttl_seconds), parse_row_id(id)
+        if row_id is None:
+            raise NotFound()
+        self._extend(Chosen(principal.user_id, row_id=row_id), ttl)
+
+    def _extend(self, chosen: Chosen, ttl: float) -> int:
         with self._counters.integrity_guard():
-            return extend_turn(self._store, self._keys, self._rows, self._deletions, self._unseal, self._now,
-                               principal.user_id, turn_id, ttl)
+            return extend_rows(self._store, self._keys, self._rows, self._deletions, self._unseal, self._now,
+                               chosen, ttl)
 
     @audited("gc")
     def gc(self, now: float | None = None, *, progress: Callable[[int], None] | None = None) -> int:
@@ -171,6 +187,21 @@ class Vault(KeyMaintenance):
         return ReadResult(id=row.row_id.hex(), content=content, content_kind=metadata.content_kind, mode=mode,
                           full_size=metadata.size_units, returned_size=wanted.end - wanted.start,
                           truncated=wanted.truncated, start=wanted.start, end=wanted.end)
+
+    @audited("find")
+    def find(self, principal: Principal, id: str, query: str, *, n: int = DEFAULT_MATCHES, ignore_case: bool = False,
+             turn_id: str | None = None) -> FindResult:
+        """Up to ``n`` places where ``query`` occurs, literally, in a row, each with its offset in the row's units
+        and its line; streamed chunk by chunk (memory O(chunk)), lines within ``max_read`` units together, on
+        the same access path as ``read`` (vault/row/finding.py)."""
+        request = FindRequest(query, n, ignore_case)
+        with self._counters.integrity_guard(id), self._store.snapshot() as reads:
+            row, opened, metadata = self._open_row(reads, principal, id, turn_id)
+            last = len(metadata.chunk_units) - 1
+            with closing(plaintexts(reads, row, opened, metadata, 0, last)) as pieces:
+                matches, more = find(pieces, metadata.content_kind, request, self.max_read)
+        self._counters.count("reads")
+        return FindResult(row.row_id.hex(), metadata.content_kind, matches, more, metadata.size_units)
 
     @audited("list")
     def list_for_turn(self, principal: Principal, turn_id: str) -> list[Representation]:

@@ -29,7 +29,7 @@ from tests.integrations.langgraph_script import LISTING, OWN, PAGE, Script, Turn
 from tests.support.down_keyring import FAULTS, FaultyVault
 from tests.support.readme import readme_block
 from tests.support.repository import ROOT
-from vault import InvalidArgument, Vault
+from vault import InvalidArgument, TrialKeyringWarning, Vault
 from vault.engine import FAULT, NOT_FOUND, OFFLOADED_KEYS, STORE_FAILED, Scratchpad, tool_declaration
 from vault.integrations.langchain import aoffered, offered, offloading, scratchpad_read_tool
 
@@ -176,13 +176,12 @@ def test_wrapped_tools_keep_what_langgraph_injects(pad, vault, alice):
 
 
 # -- the README example --------------------------------------------------------------------------------
-SNIPPET = readme_block("### LangChain and LangGraph")
+SNIPPET = readme_block("#### A graph of your own")
 
 
-def test_readme_example_runs(db_path, capsys, monkeypatch):
-    swaps = {"Vault.open()": f"Vault.open({str(db_path)!r}, keyring_backend=MemoryKeyring())",
-             'ChatOpenAI(model="gpt-5.2")': "readme_model",
-             "from langchain_openai import ChatOpenAI  # any chat model with tool calling\n": ""}
+def test_readme_example_runs_as_written_with_the_trial_keyring(capsys, monkeypatch):
+    assert SNIPPET.count('keyring_backend="memory"') == 1
+    swaps = {'init_chat_model("openai:gpt-5.2")': "readme_model"}
     code = SNIPPET
     for old, new in swaps.items():
         assert code.count(old) == 1
@@ -191,8 +190,9 @@ def test_readme_example_runs(db_path, capsys, monkeypatch):
                           lambda s: AIMessage(s.seen(1)["content"])])
     module = types.ModuleType("readme_langchain")  # a real module: the example's dataclass looks itself up
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    module.__dict__.update(MemoryKeyring=MemoryKeyring, readme_model=model)
-    exec(compile(code, "README-langchain", "exec"), module.__dict__)
+    module.__dict__.update(readme_model=model)
+    with pytest.warns(TrialKeyringWarning):
+        exec(compile(code, "README-langchain", "exec"), module.__dict__)
     assert capsys.readouterr().out == "<p>figures</p>\n"  # the 14 characters read through the tool
     assert model.offered == [["fetch_report"], ["fetch_report", "scratchpad_read"], ["fetch_report", "scratchpad_read"]]
 

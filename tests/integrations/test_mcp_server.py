@@ -165,8 +165,8 @@ def test_without_the_extra_the_command_says_what_to_install_and_the_cli_never_im
         monkeypatch.setitem(sys.modules, name, None)  # as if scratchvault[mcp] were not installed
     monkeypatch.delitem(sys.modules, "vault.integrations.mcp", raising=False)
     assert cli.main(["mcp", "--db", str(ROOT / "absent.db"), "--user", "alice", "--turn", "turn-1"]) == 5
-    assert capsys.readouterr().err == ("scratchvault: VaultError: the MCP server needs the MCP SDK: "
-                                       "pip install 'scratchvault[mcp]'\n")
+    assert capsys.readouterr().err == ("scratchvault: VaultError: the MCP server needs the MCP SDK: install "
+                                       "scratchvault with its mcp extra (pip install '<clone or wheel>[mcp]')\n")
     probe = "import sys, vault.ops.cli; sys.exit(any(m.split('.')[0] == 'mcp' for m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=child_env(), timeout=60).returncode == 0
 
@@ -179,8 +179,8 @@ def assert_example(result: subprocess.CompletedProcess) -> None:
     assert "bob's server was given alice's id and answered not found" in result.stdout
 
 
-def test_the_example_runs_two_users_apart_on_a_shared_file_keyring():
-    command = [sys.executable, "examples/mcp_client.py", "--file-keyring"]
+def test_the_example_runs_two_users_apart_with_the_memory_keyring():
+    command = [sys.executable, "examples/mcp_client.py", "--memory-keyring"]
     assert_example(subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False))
 
 

@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
+from tests.support.installed import imported_roots, installable_roots, python_blocks
 from tests.support.repository import ROOT
-from vault import SCRATCHPAD_READ_TOOL
+from vault import SCRATCHPAD_READ_TOOL, Principal, Vault
 
 
 def readme_example() -> str:
@@ -72,7 +73,7 @@ def assert_story(result: subprocess.CompletedProcess) -> None:
 def test_agent_loop_example_runs_with_the_memory_keyring():
     result = run_example("examples/agent_loop.py", "--memory-keyring")
     assert_story(result)
-    assert "keys.testing.MemoryKeyring" in result.stdout
+    assert "keys.memory_keyring.MemoryKeyring" in result.stdout
 
 
 def test_agent_loop_example_without_a_usable_keyring_says_what_to_do():
@@ -108,3 +109,26 @@ def test_tool_shapes_example_prints_every_vendor_shape():
         assert strict["strict"] is True and "default" not in json.dumps(strict)
         assert parameters["required"] == list(parameters["properties"]) and not parameters["additionalProperties"]
     assert blocks[1]["function"]["parameters"] == blocks[3]["parameters"]
+
+
+def test_examples_import_only_what_the_package_and_its_extras_install():
+    for example in sorted((ROOT / "examples").glob("*.py")):
+        outside = imported_roots(example.read_text()) - installable_roots()
+        assert not outside, f"{example.name} imports {sorted(outside)}, which no install of the package provides"
+
+
+def test_the_readme_says_where_principal_is_introduced_that_actor_and_channel_do_not_restrict_reads(
+        vault_dir, keyring_backend):
+    text = (ROOT / "README.md").read_text()
+    introduced = text.index("Principal(\"alice\", actor=")
+    section = text[introduced:text.index("\n## ", introduced)]
+    assert "whatever its actor or channel" in " ".join(section.split())
+    with Vault.open(vault_dir / "v.db", keyring_backend=keyring_backend) as vault:  # what that sentence says
+        row = vault.put(Principal("alice", actor="planner", channel="web"), "turn-1", 1, "tool", "x").id
+        assert vault.read(Principal("alice", actor="coder", channel="cli"), row).content == "x"
+
+
+def test_the_readmes_python_imports_only_what_the_package_and_its_extras_install():
+    for block in python_blocks(ROOT / "README.md"):
+        outside = imported_roots(block) - installable_roots()
+        assert not outside, f"a README example imports {sorted(outside)}, which no extra installs:\n{block[:300]}"

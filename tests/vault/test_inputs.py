@@ -104,6 +104,19 @@ def test_ttl_of_exactly_thirty_days_is_accepted_and_max_is_configurable(vault, a
         assert rows(short) == 1
 
 
+def test_a_ttl_above_the_limit_names_the_limit_in_whole_seconds_and_days(vault, alice, vault_dir, keyring_backend):
+    with pytest.raises(InvalidArgument) as too_long:
+        vault.put(alice, "t", 1, "tool", "x", ttl_seconds=30 * DAY + 1)
+    assert str(too_long.value) == "ttl_seconds must be at most 2592000 seconds (30 days)"
+    with pytest.raises(InvalidArgument) as too_long:
+        Scratchpad(vault, ttl_seconds=float(31 * DAY))
+    assert str(too_long.value) == "ttl_seconds must be at most 2592000 seconds (30 days)"
+    with Vault.open(vault_dir / "short.db", keyring_backend=keyring_backend, max_ttl_seconds=90.5) as short:
+        with pytest.raises(InvalidArgument) as too_long:
+            short.put(alice, "t", 1, "tool", "x", ttl_seconds=91)
+    assert str(too_long.value) == "ttl_seconds must be at most 90.5 seconds"
+
+
 def nested(depth: int):
     value: list = []
     for _ in range(depth):
@@ -246,8 +259,9 @@ def test_open_with_bad_settings_is_invalid_argument_before_creating_anything(vau
 
 
 def test_open_with_a_keyring_backend_of_wrong_type_is_refused_before_creating_anything(vault_dir):
-    with pytest.raises(VaultError):  # currently KeyUnavailable (see report: arguably InvalidArgument)
-        Vault.open(vault_dir / "s.db", keyring_backend="memory")
+    for backend in ("file", 1, object()):
+        with pytest.raises(InvalidArgument):
+            Vault.open(vault_dir / "s.db", keyring_backend=backend)
     assert not (vault_dir / "s.db").exists()
 
 

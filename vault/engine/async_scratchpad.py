@@ -43,11 +43,11 @@ class AsyncScratchpad:
 
     def __init__(self, vault: Vault, threshold_bytes: int = DEFAULT_THRESHOLD_BYTES, *, max_read: int | None = None,
                  allow_other_turns: bool = False, ttl_seconds: float = 3600.0, metrics: MetricsHook | None = None,
-                 workers: int = DEFAULT_WORKERS) -> None:
+                 workers: int = DEFAULT_WORKERS, refresh_on_read: bool = False) -> None:
         """The Scratchpad's settings (``metrics`` is called in the worker threads), plus ``workers`` (1 to 32): how
         many vault calls may run at once; 4 by default, enough to keep reads going beside a slow put (see above)."""
         self._pad = Scratchpad(vault, threshold_bytes, max_read=max_read, allow_other_turns=allow_other_turns,
-                               ttl_seconds=ttl_seconds, metrics=metrics)
+                               ttl_seconds=ttl_seconds, metrics=metrics, refresh_on_read=refresh_on_read)
         self._vault = vault
         self.workers = check_int(workers, "workers", 1, MAX_WORKERS)
         self._pool = concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix=_THREAD_NAME)
@@ -57,11 +57,12 @@ class AsyncScratchpad:
     @classmethod
     def open(cls, path: str | Path | None = None, *, threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
              allow_other_turns: bool = False, ttl_seconds: float = 3600.0, metrics: MetricsHook | None = None,
-             workers: int = DEFAULT_WORKERS, **vault_options: Any) -> Opening:
+             workers: int = DEFAULT_WORKERS, refresh_on_read: bool = False, **vault_options: Any) -> Opening:
         """Open the vault (``Vault.open(path, **vault_options)``: keyring and disk) in a thread and make a pad of
         it: ``async with AsyncScratchpad.open(...) as pad:``, or ``pad = await AsyncScratchpad.open(...)``."""
         settings = {"threshold_bytes": threshold_bytes, "allow_other_turns": allow_other_turns,
-                    "ttl_seconds": ttl_seconds, "metrics": metrics, "workers": workers}
+                    "ttl_seconds": ttl_seconds, "metrics": metrics, "workers": workers,
+                    "refresh_on_read": refresh_on_read}
         return Opening(partial(_open_pad, cls, path, settings, vault_options))
 
     # -- the Scratchpad's calls --------------------------------------------------------------------------

@@ -47,9 +47,11 @@ class Scratchpad:
 
     def __init__(self, vault: Vault, threshold_bytes: int = DEFAULT_THRESHOLD_BYTES, *, max_read: int | None = None,
                  allow_other_turns: bool = False, ttl_seconds: float = 3600.0,
-                 metrics: MetricsHook | None = None) -> None:
+                 metrics: MetricsHook | None = None, refresh_on_read: bool = False) -> None:
         """``threshold_bytes`` is the one canonical offload setting; ``max_read`` (at most the vault's) caps
-        each tool read; ``metrics(name, increment)`` is called for every counter change, never with content."""
+        each tool read; ``metrics(name, increment)`` is called for every counter change, never with content;
+        ``refresh_on_read`` makes each successful tool read give its row ``ttl_seconds`` more from the read
+        (never shortening it; ``ttl_seconds`` is at most the vault's maximum lifetime)."""
         if not isinstance(vault, Vault):
             raise InvalidArgument("vault must be a Vault")
         self._vault = vault
@@ -58,6 +60,9 @@ class Scratchpad:
         if not isinstance(allow_other_turns, bool):
             raise InvalidArgument("allow_other_turns must be a bool")
         self.allow_other_turns = allow_other_turns
+        if not isinstance(refresh_on_read, bool):
+            raise InvalidArgument("refresh_on_read must be a bool")
+        self.refresh_on_read = refresh_on_read
         self.ttl_seconds = check_ttl(ttl_seconds, vault.max_ttl_seconds)
         if metrics is not None and not callable(metrics):
             raise InvalidArgument("metrics must be a callable taking (name, increment)")
@@ -159,12 +164,25 @@ class Scratchpad:
             log.warning("scratchpad_read failed: %s", type(error).__name__)
             return dict(FAULT)
         self._count("tool_reads")
+        if self.refresh_on_read:
+            self._refresh(principal, request.id)
         return result
+
+    def _refresh(self, principal: Principal, row_id: str) -> None:
+        """Give a row just read ``ttl_seconds`` more; a fault is logged, and the read's answer stands."""
+        try:
+            self._vault.extend(principal, row_id, self.ttl_seconds)
+        except VaultError as error:  # NotFound too: the row expired or was deleted since the read
+            log.warning("scratchpad_read: the row read was not refreshed: %s", type(error).__name__)
 
     def _read(self, principal: Principal, request: ReadRequest, turn_id: str | None) -> dict[str, Any]:
         """Read the slice under this pad's cap, asking the vault only for what the cap lets through; the
         vault checks owner, turn and expiry before it decrypts anything."""
         cap, mode, n, start, end = self.max_read, request.mode, request.n, request.start, request.end
+        if request.find is not None:
+            found = self._vault.find(principal, request.id, request.find.query, n=request.find.n,
+                                     ignore_case=request.find.ignore_case, turn_id=turn_id)
+            return found.to_dict()
         if mode in ("head", "tail"):
             result = self._vault.read(principal, request.id, mode=mode, n=min(n, cap), turn_id=turn_id)
         else:

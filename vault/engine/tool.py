@@ -1,8 +1,8 @@
 """The ``scratchpad_read`` tool declaration, in the neutral JSON-schema form and in each vendor's shape.
 
-Two schemas: the lenient one (optional fields with defaults; the original shapes, kept byte for byte) and
+Two schemas: the lenient one (optional fields with defaults; its shapes pinned by a test) and
 OpenAI's strict one (every field required, the unused ones sent as null, no ``default``), which the parser
-accepts too: null for ``n``, ``start`` or ``end`` means the field is absent.
+accepts too: null for ``n``, ``start``, ``end``, ``query`` or ``ignore_case`` means the field is absent.
 """
 
 from __future__ import annotations
@@ -17,13 +17,19 @@ _PARAMETERS: dict[str, Any] = {
     "properties": {
         "id": {"type": "string", "pattern": "^[0-9a-f]{32}$",
                "description": "The id of a stored observation, from its representation."},
-        "mode": {"type": "string", "enum": ["head", "tail", "range", "full"], "default": "head",
+        "mode": {"type": "string", "enum": ["head", "tail", "range", "full", "find"], "default": "head",
                  "description": "head: first n units; tail: last n; range: [start, end); full: everything "
-                                "(capped)."},
+                                "(capped); find: up to n places where query occurs, each with its offset (for a "
+                                "range read) and its line."},
         "n": {"type": "integer", "minimum": 0, "default": 2000,
-              "description": "How many units for head and tail."},
+              "description": "How many units for head and tail; how many matches for find (1 to 100, default "
+                             "20)."},
         "start": {"type": "integer", "minimum": 0, "description": "range only: first unit, inclusive."},
         "end": {"type": "integer", "minimum": 0, "description": "range only: last unit, exclusive."},
+        "query": {"type": "string", "minLength": 1, "maxLength": 200,
+                  "description": "find only: the text to look for, literally (not a pattern)."},
+        "ignore_case": {"type": "boolean", "default": False,
+                        "description": "find only: match regardless of case."},
     },
     "required": ["id"],
     "additionalProperties": False,
@@ -32,22 +38,30 @@ _PARAMETERS: dict[str, Any] = {
 SCRATCHPAD_READ_TOOL: dict[str, Any] = {
     "name": "scratchpad_read",
     "description": (
-        "Read a slice of a large observation that was stored instead of being shown in full. Units are "
-        "characters for text and JSON, bytes for binary (returned as Base64). Reads are capped; a capped "
-        "result says truncated=true."
+        "Read a slice of a large observation that was stored instead of being shown in full, or find where a "
+        "text occurs in it (mode find). Units are characters for text and JSON, bytes for binary (returned as "
+        "Base64). Reads are capped; a capped result says truncated=true."
     ),
     "parameters": _PARAMETERS,
 }
 
 # "start and end only with mode range", said in JSON Schema (if/then), for the new lenient Responses shape;
-# the original shapes stay as they were, and OpenAI's strict mode allows neither if/then nor a root anyOf.
+# the other lenient shapes keep no such rules, and OpenAI's strict mode allows neither if/then nor a root anyOf.
 _RANGE_RULE: dict[str, Any] = {
     "if": {"not": {"properties": {"mode": {"const": "range"}}, "required": ["mode"]}},
     "then": {"not": {"anyOf": [{"required": ["start"]}, {"required": ["end"]}]}},
 }
-_NULLABLE = {"n": "How many units for head and tail; null means 2000.",
+_FIND_RULE: dict[str, Any] = {  # query with find, and only there
+    "if": {"properties": {"mode": {"const": "find"}}, "required": ["mode"]},
+    "then": {"required": ["query"]},
+    "else": {"not": {"anyOf": [{"required": ["query"]}, {"required": ["ignore_case"]}]}},
+}
+_NULLABLE = {"n": "How many units for head and tail (null means 2000); matches for find (null means 20).",
              "start": "range only: first unit, inclusive; null for 0, and always null unless mode is range.",
-             "end": "range only: last unit, exclusive; null for the end, and always null unless mode is range."}
+             "end": "range only: last unit, exclusive; null for the end, and always null unless mode is range.",
+             "query": "find only: the text to look for, literally; always null unless mode is find.",
+             "ignore_case": "find only: match regardless of case; null means false."}
+_NULLABLE_TYPES = {"n": "integer", "start": "integer", "end": "integer", "query": "string", "ignore_case": "boolean"}
 STRICT_SHAPES = ("openai", "openai-responses")
 SHAPES = ("neutral", "openai", "openai-responses", "anthropic", "mcp")
 
@@ -60,7 +74,9 @@ def strict_parameters() -> dict[str, Any]:
     del properties["mode"]["default"]
     properties["mode"]["description"] += " Use head unless another mode is needed."
     for name, description in _NULLABLE.items():
-        properties[name] = {"type": ["integer", "null"], "minimum": 0, "description": description}
+        kind = _NULLABLE_TYPES[name]
+        properties[name] = {"type": [kind, "null"], "description": description,
+                            **({"minimum": 0} if kind == "integer" else {})}
     schema["required"] = list(properties)
     return schema
 
@@ -85,7 +101,7 @@ def tool_declaration(shape: str = "neutral", *, strict: bool = False) -> dict[st
         return {"type": "function", "function": {**function, "strict": True} if strict else function}
     if shape == "openai-responses":
         if not strict:
-            schema["allOf"] = [copy.deepcopy(_RANGE_RULE)]
+            schema["allOf"] = [copy.deepcopy(_RANGE_RULE), copy.deepcopy(_FIND_RULE)]
         return {"type": "function", "name": name, "description": description, "parameters": schema,
                 "strict": strict}
     if shape == "anthropic":

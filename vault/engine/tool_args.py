@@ -17,6 +17,7 @@ from typing import Any
 from vault.engine.tool import SCRATCHPAD_READ_TOOL
 from vault.errors import InvalidArgument
 from vault.inputs import check_read_window
+from vault.row.finding import DEFAULT_MATCHES, FindRequest
 
 SCHEMA: dict[str, Any] = SCRATCHPAD_READ_TOOL["parameters"]
 FIELDS = frozenset(SCHEMA["properties"])
@@ -37,6 +38,7 @@ class ReadRequest:
     n: int
     start: int | None
     end: int | None
+    find: FindRequest | None = None  # mode find: what to look for
 
 
 def parse_arguments(arguments: object) -> ReadRequest:
@@ -57,12 +59,28 @@ def parse_arguments(arguments: object) -> ReadRequest:
     mode = arguments.get("mode", DEFAULT_MODE)
     if not isinstance(mode, str) or mode not in MODES:
         raise InvalidArgument(f"mode must be one of {', '.join(MODES)}")
-    given = {name: arguments.get(name) for name in ("n", "start", "end")}  # null is the field left out
-    n = DEFAULT_N if given["n"] is None else _units(given["n"], "n")
+    given = {name: arguments.get(name) for name in FIELDS}  # null is the field left out
     start = None if given["start"] is None else _units(given["start"], "start")
     end = None if given["end"] is None else _units(given["end"], "end")
     check_read_window(mode, start, end)
+    if mode == "find":
+        n = DEFAULT_MATCHES if given["n"] is None else _units(given["n"], "n")
+        return ReadRequest(row_id, mode, n, start, end, _find(given["query"], n, given["ignore_case"]))
+    if given["query"] is not None or given["ignore_case"] is not None:
+        raise InvalidArgument("query and ignore_case are only allowed with mode 'find'")
+    n = DEFAULT_N if given["n"] is None else _units(given["n"], "n")
     return ReadRequest(row_id, mode, n, start, end)
+
+
+def _find(query: object, n: int, ignore_case: object) -> FindRequest:
+    """What mode find looks for; its own InvalidArgument names the field to fix."""
+    if query is None:
+        raise InvalidArgument("mode 'find' needs query, the text to look for")
+    if not isinstance(query, str):
+        raise InvalidArgument(f"query must be a string, not {_json_type(query)}")
+    if ignore_case is not None and not isinstance(ignore_case, bool):
+        raise InvalidArgument(f"ignore_case must be a boolean, not {_json_type(ignore_case)}")
+    return FindRequest(query, n, bool(ignore_case))
 
 
 def _loads(text: str) -> object:

@@ -18,7 +18,6 @@ carries ``principal`` and ``turn_id`` as attributes or keys, or pass ``context=`
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -27,14 +26,22 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.tools.base import TOOL_MESSAGE_BLOCK_TYPES
-from langgraph.config import get_config
 from langgraph.runtime import get_runtime
 from pydantic import Field
 
-from vault.engine import Scratchpad, tool_declaration
+from vault.engine import tool_declaration
 from vault.errors import InvalidArgument, VaultError
 from vault.integrations._offload import PASS as _PASS
-from vault.integrations._offload import json_value, observe_result
+from vault.integrations._offload import (
+    Pad,
+    TurnSteps,
+    aobserve_result,
+    check_pad,
+    json_value,
+    observe_result,
+    pad_call,
+    pad_call_blocking,
+)
 from vault.model import Principal
 
 log = logging.getLogger("scratchvault.integrations")
@@ -75,47 +82,82 @@ class ScratchpadReadTool(BaseTool):
     name: str = TOOL_NAME
     description: str = _DECLARATION["description"]
     args_schema: Any = Field(default_factory=lambda: tool_declaration("neutral")["parameters"])
-    pad: Scratchpad
+    pad: Pad
     context: TurnContext = context_turn
 
     def _run(self, /, *args: Any, **arguments: Any) -> dict[str, Any]:
         principal, turn_id = _current_turn(self.context)
-        if arguments.keys() == {RAW_ARGUMENTS}:  # a call repair_reads made runnable: its raw arguments
-            return self.pad.call_tool(principal, turn_id, arguments[RAW_ARGUMENTS])
-        return self.pad.call_tool(principal, turn_id, arguments)
+        return pad_call_blocking(self.pad, "call_tool", principal, turn_id, _model_arguments(arguments))
 
     async def _arun(self, /, *args: Any, **arguments: Any) -> dict[str, Any]:
-        return await asyncio.to_thread(self._run, **arguments)  # the thread gets a copy of the graph's context
+        principal, turn_id = _current_turn(self.context)
+        return await pad_call(self.pad, "call_tool", principal, turn_id, _model_arguments(arguments))
 
 
-def scratchpad_read_tool(pad: Scratchpad, *, context: TurnContext = context_turn) -> ScratchpadReadTool:
-    """The ``scratchpad_read`` tool over ``pad``; ``context`` maps the graph's run context to (principal, turn)."""
+def _model_arguments(arguments: dict[str, Any]) -> Any:
+    """The arguments as the model sent them: a call repair_reads made runnable carries its raw arguments."""
+    return arguments[RAW_ARGUMENTS] if arguments.keys() == {RAW_ARGUMENTS} else arguments
+
+
+def scratchpad_read_tool(pad: Pad, *, context: TurnContext = context_turn) -> ScratchpadReadTool:
+    """The ``scratchpad_read`` tool over ``pad`` (a Scratchpad or an AsyncScratchpad); ``context`` maps the
+    graph's run context to (principal, turn)."""
     _check(pad, context)
     return ScratchpadReadTool(pad=pad, context=context)
 
 
-def offered(pad: Scratchpad, runtime: Any, tools: Sequence[BaseTool], *,
+def offered(pad: Pad, runtime: Any, tools: Sequence[BaseTool], *,
             context: TurnContext = context_turn) -> list[BaseTool]:
     """The tools to bind for this model call (``runtime``: the model node's ``Runtime``): all of them, less
     ``scratchpad_read`` unless ``Scratchpad.tools`` offers it; a vault fault is logged and leaves it out."""
-    _check(pad, context)
-    if not hasattr(runtime, "context"):
-        raise InvalidArgument("runtime must be the model node's Runtime (with the graph's context)")
-    principal, turn_id = context(runtime.context)
+    return without_read(tools) if not offers(pad, runtime, context=context) else list(tools)
+
+
+async def aoffered(pad: Pad, runtime: Any, tools: Sequence[BaseTool], *,
+                   context: TurnContext = context_turn) -> list[BaseTool]:
+    """:func:`offered` for an async model node: the vault's index lookup runs off the event loop."""
+    return without_read(tools) if not await aoffers(pad, runtime, context=context) else list(tools)
+
+
+def offers(pad: Pad, runtime: Any, *, context: TurnContext = context_turn) -> bool:
+    """Whether this model call may be offered ``scratchpad_read``: ``Scratchpad.tools`` offers it for the run's
+    principal and turn; a vault fault is logged and answered "no"."""
+    principal, turn_id = _model_turn(pad, runtime, context)
     try:
-        offer = bool(pad.tools(principal, turn_id))
+        return bool(pad_call_blocking(pad, "tools", principal, turn_id))
     except InvalidArgument:
         raise  # a bad principal or turn id is the runtime's bug, not a fault to hide
     except VaultError as error:
-        log.warning("scratchpad_read not offered: %s", type(error).__name__)
-        offer = False
-    return [tool for tool in tools if offer or tool.name != TOOL_NAME]
+        return _not_offered(error)
 
 
-async def aoffered(pad: Scratchpad, runtime: Any, tools: Sequence[BaseTool], *,
-                   context: TurnContext = context_turn) -> list[BaseTool]:
-    """:func:`offered` for an async model node: the vault's index lookup runs in a worker thread."""
-    return await asyncio.to_thread(offered, pad, runtime, tools, context=context)
+async def aoffers(pad: Pad, runtime: Any, *, context: TurnContext = context_turn) -> bool:
+    """:func:`offers` off the event loop."""
+    principal, turn_id = _model_turn(pad, runtime, context)
+    try:
+        return bool(await pad_call(pad, "tools", principal, turn_id))
+    except InvalidArgument:
+        raise
+    except VaultError as error:
+        return _not_offered(error)
+
+
+def without_read(tools: Sequence[Any]) -> list[Any]:
+    """``tools`` less ``scratchpad_read`` (tools as LangChain objects, or provider tools as dicts)."""
+    return [tool for tool in tools if (tool.get("name") if isinstance(tool, dict) else
+                                       getattr(tool, "name", None)) != TOOL_NAME]
+
+
+def _model_turn(pad: object, runtime: Any, context: TurnContext) -> tuple[Principal, str]:
+    _check(pad, context)
+    if not hasattr(runtime, "context"):
+        raise InvalidArgument("runtime must be the model node's Runtime (with the graph's context)")
+    return context(runtime.context)
+
+
+def _not_offered(error: VaultError) -> bool:
+    log.warning("scratchpad_read not offered: %s", type(error).__name__)
+    return False
 
 
 def repair_reads(message: AIMessage) -> AIMessage:
@@ -133,7 +175,7 @@ def repair_reads(message: AIMessage) -> AIMessage:
         "invalid_tool_calls": [call for call in message.invalid_tool_calls if call not in broken]})
 
 
-def offloading(pad: Scratchpad, tools: Sequence[BaseTool], *, context: TurnContext = context_turn) -> list[BaseTool]:
+def offloading(pad: Pad, tools: Sequence[BaseTool], *, context: TurnContext = context_turn) -> list[BaseTool]:
     """Copies of ``tools`` (made with ``@tool`` or ``StructuredTool``) whose results go through
     ``Scratchpad.observe`` before LangChain turns them into text: a large one is stored (JSON as json, text as
     text) and the model gets its representation as JSON (``STORE_FAILED`` when the vault cannot keep it: the
@@ -141,30 +183,31 @@ def offloading(pad: Scratchpad, tools: Sequence[BaseTool], *, context: TurnConte
     _check(pad, context)
     if not isinstance(tools, Sequence) or isinstance(tools, str):
         raise InvalidArgument("tools must be a sequence of tools")
-    return [_offloading(pad, tool, context) for tool in tools]
+    steps = TurnSteps()  # the wrapped tools number their results together: step_num, see TurnSteps
+    return [_offloading(pad, tool, context, steps) for tool in tools]
 
 
 def _check(pad: object, context: object) -> None:
     """The caller's pad and context getter, checked when a tool is made, not in the middle of a run."""
-    if not isinstance(pad, Scratchpad):
-        raise InvalidArgument("pad must be a Scratchpad")
+    check_pad(pad)
     if not callable(context):
         raise InvalidArgument("context must be a callable taking the graph's run context")
 
 
-def _offloading(pad: Scratchpad, tool: BaseTool, context: TurnContext) -> BaseTool:
+def _offloading(pad: Pad, tool: BaseTool, context: TurnContext, steps: TurnSteps) -> BaseTool:
     if not isinstance(tool, StructuredTool):
         raise InvalidArgument("offloading wraps tools made with @tool or StructuredTool")
     paired = tool.response_format == "content_and_artifact"
 
-    def observed(result: Any) -> Any:
-        content = result[0] if paired else result
-        storable = _storable(content)
+    def observation(result: Any) -> tuple[Any, ...] | None:
+        """``observe``'s arguments for this result, from the graph's context; None when it passes as it is."""
+        storable = _storable(result[0] if paired else result)
         if storable is _PASS:
-            return result
+            return None
         principal, turn_id = _current_turn(context)
-        step = get_config().get("metadata", {}).get("langgraph_step", 0)
-        seen = observe_result(pad, principal, turn_id, step if isinstance(step, int) else 0, tool.name, storable)
+        return principal, turn_id, steps.next(principal, turn_id), tool.name, storable
+
+    def shown(result: Any, seen: Any) -> Any:
         return (seen, result[1]) if paired else seen
 
     update: dict[str, Any] = {}
@@ -173,7 +216,9 @@ def _offloading(pad: Scratchpad, tool: BaseTool, context: TurnContext) -> BaseTo
 
         @functools.wraps(func)  # the same signature: LangChain and LangGraph inject into it as before
         def run(*args: Any, **kwargs: Any) -> Any:
-            return observed(func(*args, **kwargs))
+            result = func(*args, **kwargs)
+            wanted = observation(result)
+            return result if wanted is None else shown(result, observe_result(pad, *wanted))
         update["func"] = run
     if tool.coroutine is not None:
         coroutine = tool.coroutine
@@ -181,7 +226,8 @@ def _offloading(pad: Scratchpad, tool: BaseTool, context: TurnContext) -> BaseTo
         @functools.wraps(coroutine)
         async def arun(*args: Any, **kwargs: Any) -> Any:
             result = await coroutine(*args, **kwargs)
-            return await asyncio.to_thread(observed, result)
+            wanted = observation(result)
+            return result if wanted is None else shown(result, await aobserve_result(pad, *wanted))
         update["coroutine"] = arun
     return tool.model_copy(update=update)
 

@@ -22,7 +22,6 @@ from dataclasses import replace
 from importlib import metadata
 from typing import Any
 
-import anyio.to_thread
 import mcp_types as types
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -31,9 +30,10 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-from vault.engine import FAULT, Scratchpad
+from vault.engine import FAULT
 from vault.errors import InvalidArgument
 from vault.inputs import check_identifier
+from vault.integrations._offload import Pad, check_pad, pad_call
 from vault.model import Principal, check_principal
 
 log = logging.getLogger("scratchvault.mcp")
@@ -60,12 +60,11 @@ def access_token(context: ServerRequestContext[Any, Any]) -> AccessToken | None:
     return user.access_token if isinstance(user, AuthenticatedUser) else None
 
 
-def build_server(scratchpad: Scratchpad, principal_for: PrincipalFor, *, name: str = "scratchvault") -> Server:
+def build_server(scratchpad: Pad, principal_for: PrincipalFor, *, name: str = "scratchvault") -> Server:
     """A low-level MCP ``Server`` offering ``scratchpad_read``. ``principal_for(context)`` (sync or async) names
     the principal and turn of each request from what the host authenticated (``context.request`` on HTTP);
     when it raises or returns anything else, the request is refused with one message naming no one."""
-    if not isinstance(scratchpad, Scratchpad):
-        raise InvalidArgument("scratchpad must be a Scratchpad")
+    check_pad(scratchpad, "scratchpad")
     if not callable(principal_for):
         raise InvalidArgument("principal_for must be a callable taking the request context")
     if not isinstance(name, str) or not name:
@@ -74,7 +73,7 @@ def build_server(scratchpad: Scratchpad, principal_for: PrincipalFor, *, name: s
     async def list_tools(context: ServerRequestContext[Any, Any], _params: Any) -> types.ListToolsResult:
         principal, turn_id = await _who(principal_for, context)
         try:
-            offered = await anyio.to_thread.run_sync(scratchpad.tools, principal, turn_id, "mcp")
+            offered = await pad_call(scratchpad, "tools", principal, turn_id, "mcp")
         except Exception as error:  # a vault fault (or a bug) lists nothing, like a turn without rows
             log.warning("tools/list: %s; scratchpad_read not offered", type(error).__name__)
             offered = []
@@ -88,7 +87,7 @@ def build_server(scratchpad: Scratchpad, principal_for: PrincipalFor, *, name: s
         principal, turn_id = await _who(principal_for, context)
         try:
             arguments = _RAW_ARGUMENTS.get() if params.arguments is None else params.arguments
-            answer = await anyio.to_thread.run_sync(scratchpad.call_tool, principal, turn_id, arguments)
+            answer = await pad_call(scratchpad, "call_tool", principal, turn_id, arguments)
         except Exception as error:  # call_tool answers every vault fault itself; this is a bug: no details out
             log.error("scratchpad_read: unexpected %s", type(error).__name__)
             answer = dict(FAULT)
@@ -109,10 +108,31 @@ def result(answer: dict[str, Any]) -> types.CallToolResult:
                                 is_error="error" in answer)
 
 
-async def serve_stdio(scratchpad: Scratchpad, principal: Principal, turn_id: str) -> None:
+def unavailable_server(cause: str, *, name: str = "scratchvault") -> Server:
+    """A server for a vault that could not be opened (no keyring reachable, no database): it starts all the same,
+    so the host can show why, and answers ``tools/list`` with an error and every ``tools/call`` with an error
+    result, both saying ``cause`` (the error's kind, message and remedy, which name no content and no key)."""
+    if not isinstance(cause, str) or not cause:
+        raise InvalidArgument("cause must be a non-empty str")
+
+    async def list_tools(context: ServerRequestContext[Any, Any], _params: Any) -> types.ListToolsResult:
+        raise MCPError(types.INTERNAL_ERROR, cause)
+
+    async def call_tool(context: ServerRequestContext[Any, Any],
+                        params: types.CallToolRequestParams) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(type="text", text=cause)], is_error=True)
+
+    return Server(name, version=_version(), on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def serve_stdio(scratchpad: Pad, principal: Principal, turn_id: str) -> None:
     """Serve MCP on stdin/stdout for one principal and turn until the client closes stdin (stdout carries
     only the protocol: the SDK points file descriptor 1 at stderr while it serves)."""
-    server = build_server(scratchpad, fixed_principal(principal, turn_id))
+    await serve_server_stdio(build_server(scratchpad, fixed_principal(principal, turn_id)))
+
+
+async def serve_server_stdio(server: Server) -> None:
+    """Serve ``server`` on stdin/stdout until the client closes stdin."""
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 

@@ -9,7 +9,6 @@ as JSON text, never as Python repr. Vault calls block, so they run in a worker t
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import threading
@@ -20,11 +19,11 @@ from agents import FunctionTool, RunContextWrapper
 from agents.tool_context import ToolContext
 from pydantic import BaseModel
 
-from vault.engine.scratchpad import STORE_FAILED, Scratchpad
+from vault.engine.scratchpad import STORE_FAILED
 from vault.engine.tool import SCRATCHPAD_READ_TOOL, tool_declaration
 from vault.errors import InvalidArgument
 from vault.integrations._offload import PASS as _PASS
-from vault.integrations._offload import json_value, observe_result
+from vault.integrations._offload import Pad, aobserve_result, check_pad, json_value, pad_call
 from vault.model import Principal, check_principal
 
 __all__ = ["STORE_FAILED", "ScratchpadRunContext", "TurnContext", "offloading", "scratchpad_read_tool"]
@@ -57,11 +56,11 @@ class TurnContext:
             return self.steps
 
 
-def scratchpad_read_tool(pad: Scratchpad, *, strict: bool = True) -> FunctionTool:
-    """``scratchpad_read`` as a FunctionTool, offered only while ``pad.tools()`` offers it. ``strict`` (the SDK's
-    default) declares OpenAI's strict schema, which the SDK keeps as it is; ``strict=False`` the lenient one."""
-    if not isinstance(pad, Scratchpad):
-        raise InvalidArgument("pad must be a Scratchpad")
+def scratchpad_read_tool(pad: Pad, *, strict: bool = True) -> FunctionTool:
+    """``scratchpad_read`` as a FunctionTool over ``pad`` (a Scratchpad or an AsyncScratchpad), offered only while
+    ``pad.tools()`` offers it. ``strict`` (the SDK's default) declares OpenAI's strict schema, which the SDK keeps
+    as it is; ``strict=False`` the lenient one."""
+    check_pad(pad)
     if not isinstance(strict, bool):
         raise InvalidArgument("strict must be a bool")
     parameters = tool_declaration("openai-responses", strict=True)["parameters"] if strict else (
@@ -69,31 +68,30 @@ def scratchpad_read_tool(pad: Scratchpad, *, strict: bool = True) -> FunctionToo
 
     async def invoke(context: ToolContext[Any], arguments: str) -> str:
         run = _run_context(context)
-        result = await asyncio.to_thread(pad.call_tool, run.principal, run.turn_id, arguments)
+        result = await pad_call(pad, "call_tool", run.principal, run.turn_id, arguments)
         return json.dumps(result, ensure_ascii=False)
 
     async def offered(context: RunContextWrapper[Any], agent: object) -> bool:
         run = _run_context(context)
-        return bool(await asyncio.to_thread(pad.tools, run.principal, run.turn_id))
+        return bool(await pad_call(pad, "tools", run.principal, run.turn_id))
 
     return FunctionTool(name=SCRATCHPAD_READ_TOOL["name"], description=SCRATCHPAD_READ_TOOL["description"],
                         params_json_schema=parameters, on_invoke_tool=invoke, strict_json_schema=strict,
                         is_enabled=offered)
 
 
-def offloading(pad: Scratchpad, tools: Sequence[FunctionTool]) -> list[FunctionTool]:
+def offloading(pad: Pad, tools: Sequence[FunctionTool]) -> list[FunctionTool]:
     """Copies of ``tools`` whose results go through ``pad.observe`` before the model sees them: small ones as
     they are, large ones stored and replaced by their representation. A dict or list result is stored as JSON
     and shown as JSON text; a string as text; one the vault cannot keep (a fault) is ``STORE_FAILED``, and the
     run goes on. Other outputs (the SDK's image and file outputs) pass through."""
-    if not isinstance(pad, Scratchpad):
-        raise InvalidArgument("pad must be a Scratchpad")
+    check_pad(pad)
     if not isinstance(tools, list | tuple) or not all(isinstance(tool, FunctionTool) for tool in tools):
         raise InvalidArgument("tools must be a list of agents FunctionTools")
     return [_offloading(pad, tool) for tool in tools]
 
 
-def _offloading(pad: Scratchpad, tool: FunctionTool) -> FunctionTool:
+def _offloading(pad: Pad, tool: FunctionTool) -> FunctionTool:
     inner = tool.on_invoke_tool
 
     async def invoke(context: ToolContext[Any], arguments: str) -> Any:
@@ -102,8 +100,8 @@ def _offloading(pad: Scratchpad, tool: FunctionTool) -> FunctionTool:
         storable = _storable(output)
         if storable is _PASS:
             return output
-        observed = await asyncio.to_thread(observe_result, pad, run.principal, run.turn_id, run.next_step(),
-                                           tool.name, storable)  # STORE_FAILED when the vault cannot keep it
+        observed = await aobserve_result(pad, run.principal, run.turn_id, run.next_step(), tool.name,
+                                         storable)  # STORE_FAILED when the vault cannot keep it
         return observed if isinstance(observed, str) else json.dumps(observed, ensure_ascii=False)
 
     # the representation replaces the result, so an output schema the tool declared no longer applies

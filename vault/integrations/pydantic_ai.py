@@ -20,14 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-import anyio.to_thread
 from pydantic_ai import RunContext, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool, WrapperToolset
 
-from vault.engine import Scratchpad, tool_declaration
+from vault.engine import tool_declaration
 from vault.errors import InvalidArgument, VaultError
 from vault.integrations._offload import PASS as _PASS
-from vault.integrations._offload import json_value, observe_result
+from vault.integrations._offload import Pad, TurnSteps, aobserve_result, check_pad, json_value, pad_call
 from vault.model import Principal
 
 log = logging.getLogger("scratchvault.integrations")
@@ -67,9 +66,10 @@ class _PassThrough:
 
 
 class ScratchpadToolset(AbstractToolset[Any]):
-    """``scratchpad_read`` for the run's principal and turn, listed only when ``Scratchpad.tools`` offers it."""
+    """``scratchpad_read`` for the run's principal and turn, listed only when ``Scratchpad.tools`` offers it;
+    ``pad`` is a Scratchpad or an AsyncScratchpad."""
 
-    def __init__(self, pad: Scratchpad, *, context: TurnContext = deps_turn, id: str | None = None) -> None:
+    def __init__(self, pad: Pad, *, context: TurnContext = deps_turn, id: str | None = None) -> None:
         _check(pad, context)
         self._pad, self._context, self._id = pad, context, id
         declaration = tool_declaration("neutral")
@@ -83,7 +83,7 @@ class ScratchpadToolset(AbstractToolset[Any]):
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         """The tool for this step, or nothing: rows of this turn decide, a vault fault leaves it out."""
         principal, turn_id = self._context(ctx)
-        if not await anyio.to_thread.run_sync(_offered, self._pad, principal, turn_id):
+        if not await _offered(self._pad, principal, turn_id):
             return {}
         tool = ToolsetTool(toolset=self, tool_def=self._definition, max_retries=ctx.max_retries,
                            args_validator=_PassThrough())
@@ -93,13 +93,13 @@ class ScratchpadToolset(AbstractToolset[Any]):
                         tool: ToolsetTool[Any]) -> dict[str, Any]:
         """``Scratchpad.call_tool`` for the run's principal and turn: a JSON object, the slice or an error."""
         principal, turn_id = self._context(ctx)
-        return await anyio.to_thread.run_sync(self._pad.call_tool, principal, turn_id, tool_args.get(_RAW))
+        return await pad_call(self._pad, "call_tool", principal, turn_id, tool_args.get(_RAW))
 
 
-def _offered(pad: Scratchpad, principal: Principal, turn_id: str) -> bool:
+async def _offered(pad: Pad, principal: Principal, turn_id: str) -> bool:
     """Whether ``scratchpad_read`` is offered; a vault fault is logged and answered "no", like ``call_tool``."""
     try:
-        return bool(pad.tools(principal, turn_id))
+        return bool(await pad_call(pad, "tools", principal, turn_id))
     except InvalidArgument:
         raise  # a bad principal or turn id is the runtime's bug, not a fault to hide
     except VaultError as error:
@@ -111,10 +111,12 @@ def _offered(pad: Scratchpad, principal: Principal, turn_id: str) -> bool:
 class OffloadingToolset(WrapperToolset[Any]):
     """Wraps a toolset so each tool's result goes through ``Scratchpad.observe`` before the model sees it: a large
     one is stored (JSON as json, text as text, bytes as binary) and the model gets its representation; one the
-    vault cannot keep (a fault) gets ``STORE_FAILED`` and the run goes on."""
+    vault cannot keep (a fault) gets ``STORE_FAILED`` and the run goes on. ``pad``: a Scratchpad or an
+    AsyncScratchpad."""
 
-    pad: Scratchpad = field(kw_only=True)
+    pad: Pad = field(kw_only=True)
     context: TurnContext = field(default=deps_turn, kw_only=True)
+    steps: TurnSteps = field(default_factory=TurnSteps, init=False, repr=False)  # step_num: see TurnSteps
 
     def __post_init__(self) -> None:
         _check(self.pad, self.context)
@@ -126,14 +128,13 @@ class OffloadingToolset(WrapperToolset[Any]):
         if storable is _PASS:
             return result
         principal, turn_id = self.context(ctx)
-        return await anyio.to_thread.run_sync(observe_result, self.pad, principal, turn_id, ctx.run_step, name,
-                                              storable)  # STORE_FAILED when the vault cannot keep it
+        return await aobserve_result(self.pad, principal, turn_id, self.steps.next(principal, turn_id), name,
+                                     storable)  # STORE_FAILED when the vault cannot keep it
 
 
 def _check(pad: object, context: object) -> None:
     """The caller's pad and context getter, checked when the toolset is made, not in the middle of a run."""
-    if not isinstance(pad, Scratchpad):
-        raise InvalidArgument("pad must be a Scratchpad")
+    check_pad(pad)
     if not callable(context):
         raise InvalidArgument("context must be a callable taking the RunContext")
 

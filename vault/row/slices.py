@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import json
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from contextlib import closing
 from dataclasses import dataclass
 from itertools import accumulate
@@ -84,7 +84,7 @@ def cut(pieces: Iterable[memoryview], kind: str, start: int, end: int) -> str:
 
 
 def plaintexts(reads: Snapshot, row: StoredRow, opened: OpenedRow, metadata: Metadata, first: int,
-               last: int) -> Iterator[memoryview]:
+               last: int) -> Generator[memoryview, None, None]:
     """Chunks first..last opened in order into one reused buffer (decode or copy each view before the next)."""
     with closing(reads.read_chunks(row.seq, first, last)) as sealed:
         yield from opened.chunks(sealed, first, last, metadata)

@@ -43,8 +43,8 @@ _abandoned: list[object] = []  # pools inherited across fork: never closed in th
 def require_driver() -> None:
     """InvalidArgument with the remedy when the PostgreSQL extra is not installed."""
     if psycopg is None:
-        raise InvalidArgument("a PostgreSQL location needs the optional dependencies: pip install "
-                              "'scratchvault[postgres]' (psycopg 3 and psycopg_pool)")
+        raise InvalidArgument("a PostgreSQL location needs the optional dependencies: install "
+                              "scratchvault with its postgres extra (pip install '<clone or wheel>[postgres]')")
 
 
 class Pool:
