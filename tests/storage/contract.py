@@ -1,7 +1,8 @@
 """The store contract (vault/storage/base.py) as tests: any store runs them by subclassing StoreContract and
-supplying two fixtures: ``make_store``, a factory ``make_store(name="store")`` that opens the store called ``name``
+supplying three fixtures: ``make_store``, a factory ``make_store(name="store")`` that opens the store called ``name``
 in a private place of the test's own (a new name is a new, empty store; the same name opens it again), and
-``small_batches``, which makes the batched deletes work in batches of a few rows and returns that size.
+``small_batches``, which makes the batched deletes work in batches of a few rows and returns that size, and
+``plant``, the database's writer (contract_attacks.py).
 
 Everything goes through the protocols: no driver, no SQL, no table names. Row ids are any 16 bytes the test makes
 up; ``Ids.row_seqs`` says which seq each names, as the index key does for the vault.
@@ -15,6 +16,7 @@ import threading
 import pytest
 
 from keys import SealedLedger
+from tests.storage.contract_attacks import BookkeepingAttacksContract
 from tests.storage.contract_deletes import DeletesContract
 from tests.storage.contract_epochs import EpochRecordsContract
 from tests.storage.contract_keys import KeyBookkeepingContract
@@ -25,7 +27,7 @@ from vault.storage import StoredRow
 EPOCH_WRAPPED = b"\x03" + bytes(64)  # the size and first byte of a format 3 wrapped key (keys/epochrow.py)
 
 
-class StoreContract(KeyBookkeepingContract, DeletesContract, EpochRecordsContract):
+class StoreContract(KeyBookkeepingContract, DeletesContract, EpochRecordsContract, BookkeepingAttacksContract):
     """What the vault asks of a store. Subclasses supply ``make_store`` and ``small_batches``."""
 
     @pytest.fixture

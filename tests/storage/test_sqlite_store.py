@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
+
 import pytest
 
 from tests.storage.contract import StoreContract
@@ -13,6 +16,16 @@ class TestSqliteStore(StoreContract):
     @pytest.fixture
     def make_store(self, vault_dir):
         return lambda name="store": open_store(vault_dir / f"{name}.db")
+
+    @pytest.fixture
+    def plant(self, vault_dir):
+        """The file's writer: statements run on the store called "store" by another connection."""
+        def run(*statements: str) -> None:
+            with closing(sqlite3.connect(vault_dir / "store.db")) as connection:
+                for statement in statements:
+                    connection.execute(statement)
+                connection.commit()
+        return run
 
     @pytest.fixture
     def small_batches(self, monkeypatch) -> int:
