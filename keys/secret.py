@@ -5,6 +5,7 @@ only where the entry is parsed or handed to the backend, in frames no raised exc
 from __future__ import annotations
 
 import hmac
+from typing import NoReturn
 
 
 class Secret:
@@ -30,5 +31,5 @@ class Secret:
 
     __str__ = __repr__
 
-    def __reduce__(self) -> object:
+    def __reduce__(self) -> NoReturn:
         raise TypeError("key material cannot be pickled")
