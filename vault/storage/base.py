@@ -23,7 +23,7 @@ only what must be indexed or swept without keys; everything else is sealed befor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -74,7 +74,7 @@ class Snapshot(Protocol):
     def read_summary(self, seq: int) -> bytes | None:
         """The sealed summary of row ``seq``."""
 
-    def read_chunks(self, seq: int, first: int, last: int) -> Iterator[tuple[int, bytes]]:
+    def read_chunks(self, seq: int, first: int, last: int) -> Generator[tuple[int, bytes], None, None]:
         """Sealed chunks ``first..last`` (inclusive) of row ``seq`` as (index, sealed), in order, fetched as the
         iterator steps, so a full read never holds every sealed chunk. Iterate it to its end, or close it."""
 
