@@ -41,10 +41,11 @@ def bound_principal(args: argparse.Namespace) -> tuple[Principal, str]:
     given = {name: os.environ.get(variable) or None if getattr(args, name) is None else getattr(args, name)
              for name, variable in ENVIRONMENT.items()}
     missing = [f"--{name} (or ${ENVIRONMENT[name]})" for name in ("user", "turn") if given[name] is None]
-    if missing:
+    user, turn = given["user"], given["turn"]
+    if missing or user is None or turn is None:
         raise InvalidArgument(f"the MCP server needs {' and '.join(missing)}")
-    principal = Principal(given["user"], actor=given["actor"], channel=given["channel"])
-    return principal, check_identifier(given["turn"], "turn_id")
+    principal = Principal(user, actor=given["actor"], channel=given["channel"])
+    return principal, check_identifier(turn, "turn_id")
 
 
 def serve(args: argparse.Namespace) -> int:
