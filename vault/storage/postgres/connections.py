@@ -193,6 +193,13 @@ def fetched(fetch: Callable[[], T]) -> T:
         raise IntegrityError(UNLOADABLE) from None
 
 
+def present(row: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    """The row of a statement that always returns one (an aggregate, a function call); none is a StorageError."""
+    if row is None:
+        raise StorageError("the PostgreSQL server returned no row where a statement always returns one")
+    return row
+
+
 UNLOADABLE = "a value the PostgreSQL server returned is not of its column's type (the table was altered)"
 
 

@@ -64,7 +64,8 @@ class PgReads:
         if not self._own:
             return
         self._store.set_snapshot(None)
-        connection, self._connection = self._connection, None
+        connection = self.connection  # set by __enter__
+        self._connection = None
         try:
             if self._begun and error is None:
                 with TRANSLATE:
