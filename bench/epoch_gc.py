@@ -15,7 +15,7 @@ import argparse
 import statistics
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import keyring
@@ -35,7 +35,7 @@ class CountingKeyring(KeyringBackend):
         super().__init__()
         self._inner = inner
         self.calls: Counter[str] = Counter()
-        self.seconds: Counter[str] = Counter()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
 
     def _timed(self, kind: str, operation: object, *args: str) -> object:
         started = time.perf_counter()
