@@ -24,7 +24,7 @@ class Secret:
         return isinstance(other, Secret) and hmac.compare_digest(self._text.encode("utf-8", "surrogatepass"),
                                                                  other._text.encode("utf-8", "surrogatepass"))
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable: typeshed declares __hash__ a method
 
     def __repr__(self) -> str:
         return "<secret>"
