@@ -38,6 +38,7 @@ class PlainStore:
             now: float | None = None) -> str:
         """Store an observation in one row; returns its id."""
         created = time.time() if now is None else now
+        content: str | bytes
         if isinstance(observation, str):
             kind, content, size = "text", observation, len(observation.encode())
             summary = observation[:240] + " … " + observation[-240:]

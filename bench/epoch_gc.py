@@ -15,14 +15,18 @@ import argparse
 import statistics
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import keyring
 from keyring.backend import KeyringBackend
 
 from keys.keyring_edge import resolve_backend
 from vault import Principal, Vault
+
+T = TypeVar("T")
 
 OWNER = Principal("bench-epoch-gc")
 DEFAULT_ENDED = (1, 3, 24)
@@ -35,19 +39,19 @@ class CountingKeyring(KeyringBackend):
         super().__init__()
         self._inner = inner
         self.calls: Counter[str] = Counter()
-        self.seconds: Counter[str] = Counter()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
 
-    def _timed(self, kind: str, operation: object, *args: str) -> object:
+    def _timed(self, kind: str, operation: Callable[..., T], *args: str) -> T:
         started = time.perf_counter()
         try:
-            return operation(*args)  # type: ignore[operator]
+            return operation(*args)
         finally:
             self.calls[kind] += 1
             self.seconds[kind] += time.perf_counter() - started
 
     def get_password(self, service: str, username: str) -> str | None:
         """The real backend's answer, counted."""
-        return self._timed("get", self._inner.get_password, service, username)  # type: ignore[return-value]
+        return self._timed("get", self._inner.get_password, service, username)
 
     def set_password(self, service: str, username: str, password: str) -> None:
         """The real backend's write, counted."""

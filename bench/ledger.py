@@ -58,16 +58,20 @@ class Worker:
         command = [sys.executable, "-c", WORKER, str(entries), str(rows), str(deletes)]  # no shell, our own text
         self.process = subprocess.Popen(command, cwd=tree, text=True,  # noqa: S603  # nosec B603
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        if self.process.stdout.readline().strip() != "ready":
+        if self.process.stdin is None or self.process.stdout is None:  # both are pipes: never None
+            raise RuntimeError(f"the worker on {tree} has no pipes")
+        self._stdin, self._stdout = self.process.stdin, self.process.stdout
+        if self._stdout.readline().strip() != "ready":
             raise RuntimeError(f"the worker on {tree} did not start")
 
     def time(self, call: str) -> float:
-        self.process.stdin.write(call + "\n")
-        self.process.stdin.flush()
-        return json.loads(self.process.stdout.readline())
+        self._stdin.write(call + "\n")
+        self._stdin.flush()
+        elapsed: float = json.loads(self._stdout.readline())
+        return elapsed
 
     def close(self) -> None:
-        self.process.stdin.close()
+        self._stdin.close()
         self.process.wait(timeout=60)
 
 
@@ -109,9 +113,9 @@ def in_process(entries: int, rows: int, runs: int) -> list[str]:
             checked, unchecked = [], []
             for _ in range(runs):
                 checked.append(_timed(call))
-                vault._deletions.named = lambda *_: NO_LEDGER
+                vault._deletions.named = lambda *_: NO_LEDGER  # type: ignore[method-assign]  # timed without it
                 unchecked.append(_timed(call))
-                vault._deletions.named = named
+                vault._deletions.named = named  # type: ignore[method-assign]  # put back
             found[name] = (statistics.median(checked) * 1e6, statistics.median(unchecked) * 1e6)
     return [f"{name:5s} ledger checked {on:8.1f}µs, check off {off:8.1f}µs, +{on - off:.1f}µs ({on / off - 1:+.1%})"
             for name, (on, off) in found.items()]

@@ -49,7 +49,7 @@ def install() -> None:
 
     SqliteWriteTx.__enter__ = timed_enter  # type: ignore[method-assign]
     SqliteWriteTx.__exit__ = timed_exit  # type: ignore[method-assign]
-    SqliteStore.scrub = _timed_scrub(scrub)  # type: ignore[method-assign]
+    SqliteStore.scrub = _timed_scrub(scrub)  # type: ignore[method-assign, assignment]
 
 
 def _timed_scrub(scrub: Callable[[SqliteStore], None]) -> Callable[[SqliteStore], None]:

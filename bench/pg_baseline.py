@@ -99,7 +99,9 @@ class PlainPgStore:
         self._db.close()
 
 
-def _decoded(found: tuple) -> Any:
+def _decoded(found: tuple | None) -> Any:
     """The content as the caller stored it: text and JSON decoded, binary as bytes."""
+    if found is None:
+        raise KeyError("no such row")
     kind, content = found
     return content if kind == "binary" else content.decode()

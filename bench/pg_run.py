@@ -24,6 +24,7 @@ from bench.pg_baseline import PlainPgStore
 from bench.run import KIB, OWNER, SLICE, Bench, paired_medians_ms, real_keyring, sqlite_run, text_of
 from keys.testing import MemoryKeyring
 from vault import Vault
+from vault.storage.postgres.store import PostgresStore
 
 SETTINGS = ("server_version", "shared_buffers", "fsync", "synchronous_commit", "wal_level", "default_toast_compression")
 
@@ -68,8 +69,10 @@ def absolute_figures(bench: Bench) -> list[report.Row]:
     text = text_of(4 * KIB)
     vault_id = bench.vault.put(OWNER, "absolute", 0, "x", text).id
     plain_id = bench.plain.put("absolute", 0, "x", text)
-    store = bench.vault._store  # the store itself: what one snapshot costs, with nothing of the vault around it
-    rows = [report.Row("round trip (SELECT 1)", *paired_medians_ms(bench.plain.round_trip,
+    store, plain = bench.vault._store, bench.plain  # the store itself: what one snapshot costs, nothing around it
+    if not isinstance(store, PostgresStore) or not isinstance(plain, PlainPgStore):
+        raise TypeError("the PostgreSQL figures need the PostgreSQL store and baseline")
+    rows = [report.Row("round trip (SELECT 1)", *paired_medians_ms(plain.round_trip,
                                                                    lambda: store.query("SELECT 1"), 501), None)]
     plain_ms, vault_ms = paired_medians_ms(lambda: bench.plain.put("absolute", 1, "x", text),
                                            lambda: bench.vault.put(OWNER, "absolute", 1, "x", text), 101, settle=True)

@@ -15,12 +15,13 @@ import tempfile
 import time
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 from bench.run import OWNER, text_of
 from keys.testing import MemoryKeyring
 from vault import Vault
 
-QUOTAS = {"owner_max_rows": 10**9, "owner_max_bytes": 10**15}  # set, never reached
+QUOTAS: dict[str, Any] = {"owner_max_rows": 10**9, "owner_max_bytes": 10**15}  # set, never reached
 
 
 def filled(path: Path, rows: int, *, quotas: bool, drop_index: bool = False) -> Vault:

@@ -46,7 +46,8 @@ def medians(runs: list[list[Row]] | list[list[Memory]]) -> list:
 
 
 def _median(values: list[float | None]) -> float | None:
-    return None if None in values else statistics.median(values)
+    known = [value for value in values if value is not None]
+    return None if len(known) != len(values) else statistics.median(known)
 
 
 def render(rows: list[Row], memory: list[Memory]) -> str:

@@ -6,7 +6,7 @@ bytes never leave this package.
 """
 
 from keys.blind_index import IndexKey, tags_equal
-from keys.commitments import KeyCommitments
+from keys.commitments import KeyCommitments, KeyRecords
 from keys.envelope import CHUNK_BYTES
 from keys.epochrow import WRAPPED_V3_SIZE as EPOCH_WRAPPED_SIZE
 from keys.epochrow import stored_epoch
@@ -29,6 +29,7 @@ __all__ = [
     "IndexKey",
     "KeyCommitments",
     "KeyManager",
+    "KeyRecords",
     "KeyringEdge",
     "Ledger",
     "OpenedRow",

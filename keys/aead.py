@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import NoReturn
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -65,7 +66,7 @@ class Aead:
     def __repr__(self) -> str:
         return "<Aead AES-256-GCM>"
 
-    def __reduce__(self) -> object:
+    def __reduce__(self) -> NoReturn:
         raise TypeError("key material cannot be pickled")
 
 
@@ -111,5 +112,5 @@ class BlockPermutation:
     def __repr__(self) -> str:
         return "<BlockPermutation AES-256>"
 
-    def __reduce__(self) -> object:
+    def __reduce__(self) -> NoReturn:
         raise TypeError("key material cannot be pickled")

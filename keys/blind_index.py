@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import struct
+from typing import NoReturn
 
 from keys.aead import KEY_SIZE, NONCE_SIZE, Aead, BlockPermutation, random_bytes
 from keys.envelope import encode_fields
@@ -127,7 +128,7 @@ class IndexKey:
     def __repr__(self) -> str:
         return "<IndexKey>"
 
-    def __reduce__(self) -> object:
+    def __reduce__(self) -> NoReturn:
         raise TypeError("key material cannot be pickled")
 
 

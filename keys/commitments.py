@@ -1,5 +1,5 @@
-"""Where the database keeps commitments to keys, version reservations and tombstones: the protocol a store
-implements for the key manager (vault/storage/base.py)."""
+"""Where the database keeps commitments to keys, version reservations and tombstones: the protocols a store
+implements for the key manager (vault/storage/base.py); ``KeyRecords`` is both, what ``Store.commitments`` is."""
 
 from __future__ import annotations
 
@@ -104,3 +104,8 @@ class EpochRecords(Protocol):
 
     def bad_epoch_rows(self) -> int:
         """How many rows of the epoch tables no vault writes (left out of every listing and closing)."""
+
+
+class KeyRecords(KeyCommitments, EpochRecords, Protocol):
+    """A store's key records (``Store.commitments``): its owner key versions and its expiry epochs' keys, over one
+    database and one key lock, so the key manager hands the same object to its owner and epoch keys."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from keys.aead import KEY_SIZE, NONCE_SIZE, Aead, random_bytes
 from keys.envelope import DOMAIN_META, DOMAIN_SUMMARY, chunk_nonce, random_nonce
 from keys.errors import IntegrityError
@@ -63,5 +65,5 @@ class DataKey:
     def __repr__(self) -> str:
         return "<DataKey>"
 
-    def __reduce__(self) -> object:
+    def __reduce__(self) -> NoReturn:
         raise TypeError("key material cannot be pickled")

@@ -18,6 +18,7 @@ import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from keys.blind_index import tags_equal
 from keys.cache import KeyCache
@@ -297,5 +298,5 @@ class EpochKeys:
     def __repr__(self) -> str:
         return f"<EpochKeys length={self.length} skew={self.skew}>"
 
-    def __reduce__(self) -> object:
+    def __reduce__(self) -> NoReturn:
         raise TypeError("key material cannot be pickled")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, NoReturn, Protocol, overload
 
 from keys.aead import KEY_SIZE, NONCE_SIZE, TAG_SIZE, Aead, random_bytes
 from keys.datakey import DataKey
@@ -48,7 +48,8 @@ def epoch_length_of(blob: bytes, prefix: int) -> int:
     """The epoch length a format 3 wrapped key or summary names (checked by the key derivation and the aad)."""
     if len(blob) < _HEAD.size + NONCE_SIZE + TAG_SIZE or blob[0] != prefix:
         raise IntegrityError("ciphertext failed authentication")
-    return _HEAD.unpack_from(blob)[1]
+    length: int = _HEAD.unpack_from(blob)[1]
+    return length
 
 
 def row_epoch(blob: bytes, prefix: int, expires_at: float) -> tuple[int, int]:
@@ -155,17 +156,24 @@ class EpochBound:
     def __repr__(self) -> str:
         return f"<EpochBound length={self.length} epoch={self.epoch}>"
 
-    def __reduce__(self) -> object:
+    def __reduce__(self) -> NoReturn:
         raise TypeError("key material cannot be pickled")
 
 
 class RowColumns(Protocol):
     """The clear columns ``seal_for_epoch`` reads of a row (a stored row, or the ``Columns`` of one being written)."""
 
-    row_id: bytes
-    owner_tag: bytes
-    turn_tag: bytes
-    size_bytes: int
+    @property
+    def row_id(self) -> bytes: ...
+
+    @property
+    def owner_tag(self) -> bytes: ...
+
+    @property
+    def turn_tag(self) -> bytes: ...
+
+    @property
+    def size_bytes(self) -> int: ...
 
 
 class Columns(NamedTuple):
@@ -175,6 +183,21 @@ class Columns(NamedTuple):
     owner_tag: bytes
     turn_tag: bytes
     size_bytes: int
+
+
+@overload
+def seal_for_epoch(bound: EpochBound, user_id: str, row: RowColumns, expires_at: float, data_key: DataKey,
+                   summary: bytes) -> tuple[bytes, bytes]: ...
+
+
+@overload
+def seal_for_epoch(bound: EpochBound, user_id: str, row: RowColumns, expires_at: float, data_key: DataKey,
+                   summary: None) -> tuple[bytes, None]: ...
+
+
+@overload
+def seal_for_epoch(bound: EpochBound, user_id: str, row: RowColumns, expires_at: float, data_key: DataKey,
+                   summary: bytes | None) -> tuple[bytes, bytes | None]: ...
 
 
 def seal_for_epoch(bound: EpochBound, user_id: str, row: RowColumns, expires_at: float, data_key: DataKey,

@@ -21,6 +21,7 @@ import hashlib
 import hmac
 import math
 import struct
+from typing import NoReturn
 
 from keys.aead import KEY_SIZE, random_bytes
 from keys.envelope import encode_fields
@@ -156,5 +157,5 @@ class EpochKey:
     def __repr__(self) -> str:
         return "<EpochKey>"
 
-    def __reduce__(self) -> object:
+    def __reduce__(self) -> NoReturn:
         raise TypeError("key material cannot be pickled")

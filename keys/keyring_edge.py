@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import keyring
 from keyring.backend import KeyringBackend
@@ -139,7 +139,7 @@ class KeyringEdge:
         """Run one backend call in a helper thread, waiting at most the timeout: a hung D-Bus call must
         not hang the vault. A read that times out is harmless if it completes later; a write is remembered
         as unfinished (see ``_write``) until it does. A secret is revealed only in the helper thread's call."""
-        outcome: list[tuple[bool, object]] = []
+        outcome: list[tuple[Literal[True], object] | tuple[Literal[False], BaseException]] = []
         finished = threading.Event()
 
         def run() -> None:
@@ -162,9 +162,10 @@ class KeyringEdge:
                 if entry is not None and not finished.is_set():
                     self._unfinished.add(entry)
             raise KeyUnavailable(f"the OS keyring did not answer within {self._timeout:g} s ({action}); {REMEDY}")
-        succeeded, value = outcome[0]
-        if succeeded:
-            return value
+        result = outcome[0]
+        if result[0]:
+            return result[1]
+        value = result[1]
         if isinstance(value, PasswordDeleteError):
             raise _Refused
         if isinstance(value, Exception):

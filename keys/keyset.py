@@ -12,7 +12,7 @@ import binascii
 import hashlib
 import hmac
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from keys.aead import KEY_SIZE, NONCE_SIZE, TAG_SIZE, Aead, random_bytes
 from keys.datakey import DataKey
@@ -165,11 +165,11 @@ class OwnerKeyset:
     def __repr__(self) -> str:
         return f"<OwnerKeyset primary={self.primary} versions={list(self.versions)}>"
 
-    def __reduce__(self) -> object:
+    def __reduce__(self) -> NoReturn:
         raise TypeError("key material cannot be pickled")
 
 
-def _load_entry(text: object, members: set[str]) -> dict | None:
+def _load_entry(text: object, members: set[str]) -> dict[str, object] | None:
     """A JSON object with exactly ``members`` (no duplicates, no extras), or None; bounded in size."""
     if not isinstance(text, str) or len(text) > MAX_ENTRY_CHARS:
         return None
@@ -180,7 +180,7 @@ def _load_entry(text: object, members: set[str]) -> dict | None:
     return document if isinstance(document, dict) and set(document) == members else None
 
 
-def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
     document = dict(pairs)
     if len(document) != len(pairs):
         raise ValueError("duplicate member")

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Set
+from typing import NoReturn
 
 from keys.aead import KEY_SIZE, random_bytes
 from keys.blind_index import IndexKey, tags_equal
 from keys.cache import KeyCache
-from keys.commitments import EpochRecords, KeyCommitments
+from keys.commitments import KeyRecords
 from keys.epoch_entries import EpochKeys
 from keys.epochs import DEFAULT_EPOCH_SECONDS, DEFAULT_SKEW_SECONDS
 from keys.errors import InvalidArgument, KeyUnavailable, VaultError
@@ -34,7 +35,7 @@ _REPLACED = ("the OS keyring returned a different {what} than the one this vault
 class KeyManager:
     """Fetches, creates, checks and caches this vault's keys in the OS keyring."""
 
-    def __init__(self, keyring: KeyringEdge, vault_id: bytes, commitments: KeyCommitments, *, cache_ttl: float,
+    def __init__(self, keyring: KeyringEdge, vault_id: bytes, commitments: KeyRecords, *, cache_ttl: float,
                  cache_size: int, epoch_seconds: int = DEFAULT_EPOCH_SECONDS,
                  epoch_skew_seconds: int = DEFAULT_SKEW_SECONDS) -> None:
         self._keyring = keyring
@@ -46,8 +47,7 @@ class KeyManager:
         self._entries = OwnerEntries(keyring, vault_id, commitments)
         # a reservation older than this never got its key: its writer gave up (keyring timeout) or died
         self._abandon_after = 2 * keyring.timeout + 60.0
-        records: EpochRecords = commitments  # type: ignore[assignment]  # a store's commitments keep both
-        self.epochs = EpochKeys(keyring, vault_id, records, cache_ttl=cache_ttl, cache_size=cache_size,
+        self.epochs = EpochKeys(keyring, vault_id, commitments, cache_ttl=cache_ttl, cache_size=cache_size,
                                 length=epoch_seconds, skew=epoch_skew_seconds)
 
     @property
@@ -159,7 +159,7 @@ class KeyManager:
         self._cache.invalidate(("owner", user_id))
         return owner_tag, held | self._commitments.tombstone_owner_versions(owner_tag, None)
 
-    def sweep(self, owner_tag: bytes | None, *, everything: bool = False, destroyed: set[int] = frozenset()) -> int:
+    def sweep(self, owner_tag: bytes | None, *, everything: bool = False, destroyed: Set[int] = frozenset()) -> int:
         """Delete the keyring entries of destroyed versions (see keys/owner_entries.py)."""
         return self._entries.sweep(owner_tag, everything=everything, destroyed=destroyed)
 
@@ -179,7 +179,7 @@ class KeyManager:
     def epoch_commitment(self, epoch: tuple[int, int]) -> bytes | None:
         """The commitment the database records for an epoch's live key (inside the caller's write transaction on
         SQLite), or None once it is closed: read uncached, so a key another process destroyed is seen."""
-        found = self._commitments.epoch_commitment(*epoch)  # type: ignore[attr-defined]  # a store keeps both
+        found = self._commitments.epoch_commitment(*epoch)
         return None if found is None else found[1]
 
     def stats(self) -> dict[str, object]:
@@ -292,5 +292,5 @@ class KeyManager:
     def __repr__(self) -> str:
         return f"<KeyManager backend={self.backend_name}>"
 
-    def __reduce__(self) -> object:
+    def __reduce__(self) -> NoReturn:
         raise TypeError("key material cannot be pickled")

@@ -26,7 +26,7 @@ class MemoryKeyring(KeyringBackend):
     """Secrets in a dict, shared by every Vault given this instance; ``reads`` counts get_password calls."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # keyring's KeyringBackend.__init__ is unannotated
         self.secrets: dict[tuple[str, str], str] = {}
         self.reads = 0
 

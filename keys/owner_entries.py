@@ -15,6 +15,7 @@ keyring (keys/owner_marks.py) bound it, and a version the database numbers far p
 from __future__ import annotations
 
 import threading
+from collections.abc import Set
 from typing import TYPE_CHECKING
 
 from keys.blind_index import tags_equal
@@ -88,7 +89,8 @@ class OwnerEntries:
         if self.legacy_live_versions(owner_tag) == set():
             self._keyring.delete(self._legacy_service, owner_tag.hex())
 
-    def sweep(self, owner_tag: bytes | None, *, everything: bool = False, destroyed: set[int] = frozenset()) -> int:
+    def sweep(self, owner_tag: bytes | None, *, everything: bool = False,
+              destroyed: Set[int] = frozenset()) -> int:
         """Delete the entries of destroyed versions (of one owner, or all) not yet known gone, and each such
         owner's old-layout entry; ``everything`` looks again under those already swept; ``destroyed``: versions of
         ``owner_tag`` this process destroyed, deleted whatever the database's tombstones say, as is every version

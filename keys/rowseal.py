@@ -221,7 +221,7 @@ class RowWriter:
         wrapped, sealed_summary = seal_for_epoch(self._bound, self._user_id, row, expires_at, self._data_key, summary)
         sealed_metadata = self._data_key.seal_metadata(
             metadata, meta_aad(self._context, owner_tag, turn_tag, expires_at, size_bytes))
-        return wrapped, sealed_metadata, sealed_summary  # type: ignore[return-value]  # a summary was given
+        return wrapped, sealed_metadata, sealed_summary
 
 
 class OpenedRow:
@@ -288,5 +288,5 @@ class OpenedRow:
         wrapped, sealed_summary = seal_for_epoch(bound, self._user_id, row, expires_at, self._data_key, summary)
         sealed_metadata = self._data_key.seal_metadata(
             metadata, meta_aad(self._context, row.owner_tag, row.turn_tag, expires_at, row.size_bytes))
-        return wrapped, sealed_metadata, sealed_summary  # type: ignore[return-value]  # a summary was given
+        return wrapped, sealed_metadata, sealed_summary
 

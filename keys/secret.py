@@ -5,6 +5,7 @@ only where the entry is parsed or handed to the backend, in frames no raised exc
 from __future__ import annotations
 
 import hmac
+from typing import NoReturn
 
 
 class Secret:
@@ -23,12 +24,12 @@ class Secret:
         return isinstance(other, Secret) and hmac.compare_digest(self._text.encode("utf-8", "surrogatepass"),
                                                                  other._text.encode("utf-8", "surrogatepass"))
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable: typeshed declares __hash__ a method
 
     def __repr__(self) -> str:
         return "<secret>"
 
     __str__ = __repr__
 
-    def __reduce__(self) -> object:
+    def __reduce__(self) -> NoReturn:
         raise TypeError("key material cannot be pickled")

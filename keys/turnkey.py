@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from typing import NoReturn
 
 from keys.aead import KEY_SIZE, NONCE_SIZE, TAG_SIZE, Aead, random_bytes
 from keys.envelope import SUMMARY_V2, encode_fields
@@ -54,6 +55,6 @@ class TurnKey:
     def __repr__(self) -> str:
         return "<TurnKey>"
 
-    def __reduce__(self) -> object:
+    def __reduce__(self) -> NoReturn:
         raise TypeError("key material cannot be pickled")
 

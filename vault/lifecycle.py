@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from keys import NO_OWNER_KEYS, KeyManager, OwnerKeyset, PutEpoch, RowRecipe, epoch_end, stored_epoch
 from vault.counters import Counters
@@ -179,26 +179,29 @@ class KeyMaintenance:
     """The Vault's scheduled key maintenance (README, "Scheduled key maintenance"), a mixin so that vault.py keeps
     to the access path; each step is the Vault's own audited call."""
 
-    def maintain_keys(self: Vault, *, progress: Callable[[int], None] | None = None) -> Maintenance:
+    def maintain_keys(self, *, progress: Callable[[int], None] | None = None) -> Maintenance:
         """gc, then rotate, rewrap and retire every registered owner's key: every key version that wrapped a row
         deleted or expired before the call is destroyed when it returns, so no copy of the database (a backup,
         PostgreSQL's WAL, archives, replicas) opens such a row again. Safe to run again at any time, also after
         a failure. An owner whose step fails is reported in ``failed`` and the others still run; a StorageError
         (the database itself) stops the run. ``progress`` gets the running total of rows re-wrapped."""
+        vault = cast("Vault", self)  # mixed into Vault only
         check_progress(progress)
-        removed = self.gc()
-        owners, done, failed = self._keys.registered_owner_names(), [0, 0, 0], []
+        removed = vault.gc()
+        owners, done = vault._keys.registered_owner_names(), [0, 0, 0]
+        failed: list[tuple[str, VaultError]] = []
         for user_id in owners:
             try:
-                steps = _maintain_owner(self, user_id, done[1], progress)
+                steps = _maintain_owner(vault, user_id, done[1], progress)
             except StorageError:
                 raise
             except VaultError as error:
-                if user_id in self._keys.registered_owner_names():  # else shredded meanwhile: nothing to keep
-                    failed.append((self.audit_tags(user_id=user_id)["user"], error))
+                if user_id in vault._keys.registered_owner_names():  # else shredded meanwhile: nothing to keep
+                    failed.append((vault.audit_tags(user_id=user_id)["user"], error))
                 continue
             done = [total + step for total, step in zip(done, steps, strict=True)]
-        return Maintenance(len(owners), removed, *done, failed=tuple(failed))
+        maintained, rewrapped, retired = done
+        return Maintenance(len(owners), removed, maintained, rewrapped, retired, tuple(failed))
 
 
 def _maintain_owner(vault: Vault, user_id: str, before: int, progress: Callable[[int], None] | None

@@ -137,17 +137,17 @@ async def serve_server_stdio(server: Server) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def _pass_raw_arguments(context: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+async def _pass_raw_arguments(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
     """``tools/call`` arguments that are not an object (an array, a string, a number) would get the SDK's own
     "invalid params" before the tool runs; they go to ``call_tool`` instead, which answers them like any other
     arguments. The SDK validates the params after its middleware: this one takes them out and hands them on."""
-    params = context.params
-    arguments = params.get("arguments") if context.method == "tools/call" and isinstance(params, Mapping) else None
-    if arguments is None or isinstance(arguments, Mapping):
-        return await call_next(context)
+    params = ctx.params
+    arguments = params.get("arguments") if ctx.method == "tools/call" and isinstance(params, Mapping) else None
+    if arguments is None or isinstance(arguments, Mapping) or not isinstance(params, Mapping):
+        return await call_next(ctx)
     token = _RAW_ARGUMENTS.set(arguments)
     try:
-        return await call_next(replace(context, params={k: v for k, v in params.items() if k != "arguments"}))
+        return await call_next(replace(ctx, params={k: v for k, v in params.items() if k != "arguments"}))
     finally:
         _RAW_ARGUMENTS.reset(token)
 

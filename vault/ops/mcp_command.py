@@ -54,10 +54,11 @@ def bound_principal(args: argparse.Namespace, *, turn_default: str | None = None
              for name, variable in ENVIRONMENT.items()}
     given["turn"] = turn_default if given["turn"] is None else given["turn"]
     missing = [f"--{name} (or ${ENVIRONMENT[name]})" for name in ("user", "turn") if given[name] is None]
-    if missing:
+    user, turn = given["user"], given["turn"]
+    if missing or user is None or turn is None:
         raise InvalidArgument(f"the MCP server needs {' and '.join(missing)}")
-    principal = Principal(given["user"], actor=given["actor"], channel=given["channel"])
-    return principal, check_identifier(given["turn"], "turn_id")
+    principal = Principal(user, actor=given["actor"], channel=given["channel"])
+    return principal, check_identifier(turn, "turn_id")
 
 
 # What a host launching the server usually lacks: it passes only a few variables (the MCP SDK's stdio client:

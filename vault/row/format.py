@@ -16,7 +16,7 @@ _TEXT_JSON = json.JSONEncoder(ensure_ascii=False)  # made once: json.dumps with 
 KINDS = ("text", "binary", "json")  # the order is part of the summary format (kind is stored by index)
 # summary record format 2: format byte, step, size in units, created_at, kind, then three byte lengths
 _SUMMARY_HEADER = struct.Struct(">BQQdBIII")
-_SCAN_JSON = json.JSONDecoder().scan_once
+_SCAN_JSON = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # typeshed omits it (set in __init__)
 # metadata record format 2: format byte, step, size in bytes and units, created_at, expires_at, kind, the byte
 # lengths of user, actor, channel, turn and executor (actor and channel may be absent), the number of runs
 _META_HEADER = struct.Struct(">BQQQddBIIIIII")
@@ -75,7 +75,7 @@ class Metadata:
         if version != 2 or n_runs > max_chunks:
             raise ValueError("format")
         offset = _META_HEADER.size
-        names = []
+        names: list[str | None] = []
         for size in (n_user, n_actor, n_channel, n_turn, n_executor):
             if size == _NO_NAME:
                 names.append(None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from vault.errors import InvalidArgument
 from vault.row.chunks import SURROGATE
@@ -44,7 +44,7 @@ def check_json_value(value: object) -> None:
             raise InvalidArgument(f"observation is nested deeper than {MAX_JSON_DEPTH} levels")
         if isinstance(item, dict):
             if id(item) in met:
-                return _check_shared(value)
+                return _check_shared(cast("dict | list", value))  # a container met twice: the root is one
             met.add(id(item))
             text += 2 + 4 * len(item)
             for key, child in item.items():
@@ -54,7 +54,7 @@ def check_json_value(value: object) -> None:
                 stack.append((child, depth + 1))
         elif isinstance(item, list):
             if id(item) in met:
-                return _check_shared(value)
+                return _check_shared(cast("dict | list", value))  # a container met twice: the root is one
             met.add(id(item))
             text += 2 + len(item)
             stack.extend((child, depth + 1) for child in item)

@@ -62,8 +62,8 @@ class SummaryBuilder:
             return f"{header}: {b''.join(self._tail).decode('utf-8', 'replace')}", retained
         edge_bytes = 4 * EDGE_CHARS  # enough UTF-8 for EDGE_CHARS characters; a cut character is not shown
         head = str(self._head[:edge_bytes], "utf-8", "replace")[:EDGE_CHARS]
-        tail = b"".join(bytes(part[-edge_bytes:]) for part in self._tail)[-edge_bytes:]
-        tail = tail.decode("utf-8", "replace")[-EDGE_CHARS:]
+        tail_bytes = b"".join(bytes(part[-edge_bytes:]) for part in self._tail)[-edge_bytes:]
+        tail = tail_bytes.decode("utf-8", "replace")[-EDGE_CHARS:]
         return f"{header}\nbegins: {head}\n…\nends: {tail}", retained
 
 

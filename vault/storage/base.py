@@ -11,8 +11,8 @@ One transaction convention:
   a full disk (the SQLite store releases a ballast file for them); ``describe`` (for doctor) reads a
   database without opening it as a vault.
 
-Key commitments (``store.commitments``, the ``keys.KeyCommitments`` protocol) join the write transaction the
-calling thread has open, if any, else run in one of their own. So a keyset written to the keyring under
+Key records (``store.commitments``, the ``keys.KeyRecords`` protocol: commitments and epochs) join the write
+transaction the calling thread has open, if any, else run in one of their own. So a keyset written to the keyring under
 ``transaction()`` and the commitment recorded for it commit or roll back together, and the first key of an owner
 is made once however many processes race for it.
 
@@ -23,12 +23,12 @@ only what must be indexed or swept without keys; everything else is sealed befor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from keys import KeyCommitments, SealedLedger
+from keys import KeyRecords, SealedLedger
 
 # (seq, row id, key version, expires_at, size_bytes, sealed summary): what a listing needs of a row, no more
 ListedRow = tuple[int, bytes, int, float, int, bytes]
@@ -74,7 +74,7 @@ class Snapshot(Protocol):
     def read_summary(self, seq: int) -> bytes | None:
         """The sealed summary of row ``seq``."""
 
-    def read_chunks(self, seq: int, first: int, last: int) -> Iterator[tuple[int, bytes]]:
+    def read_chunks(self, seq: int, first: int, last: int) -> Generator[tuple[int, bytes], None, None]:
         """Sealed chunks ``first..last`` (inclusive) of row ``seq`` as (index, sealed), in order, fetched as the
         iterator steps, so a full read never holds every sealed chunk. Iterate it to its end, or close it."""
 
@@ -145,7 +145,10 @@ class Store(Protocol):
     """A vault's database. ``max_chunks`` is how many chunks one row may have here."""
 
     max_chunks: int
-    commitments: KeyCommitments
+
+    @property
+    def commitments(self) -> KeyRecords:
+        """The store's key records (read-only: a store keeps its own, of its own type)."""
 
     def snapshot(self) -> AbstractContextManager[Snapshot]:
         """A read snapshot (inside this thread's open write transaction, that transaction)."""

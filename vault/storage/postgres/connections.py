@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, Literal, TypeVar
 
 from vault.errors import IntegrityError, InvalidArgument, QuotaExceeded, StorageError
 
@@ -73,7 +73,7 @@ class Pool:
     def _open(self) -> psycopg_pool.ConnectionPool:
         """A new pool, after one connection made directly: a server that refuses or cannot be reached is a
         StorageError at once, where a pool would retry in the background until its timeout."""
-        kwargs = {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT}
+        kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT}
         with TRANSLATE:
             if "connect_timeout" in psycopg.conninfo.conninfo_to_dict(self._url) or os.environ.get("PGCONNECT_TIMEOUT"):
                 del kwargs["connect_timeout"]
@@ -128,7 +128,8 @@ class _Translate:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: object) -> Literal[False]:
         if error is None or psycopg is None:
             return False
         if isinstance(error, psycopg_pool.PoolTimeout):
@@ -190,6 +191,13 @@ def fetched(fetch: Callable[[], T]) -> T:
         raise translate(error) from None
     except (ValueError, TypeError, ArithmeticError, RecursionError, MemoryError):  # a loader's own error
         raise IntegrityError(UNLOADABLE) from None
+
+
+def present(row: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    """The row of a statement that always returns one (an aggregate, a function call); none is a StorageError."""
+    if row is None:
+        raise StorageError("the PostgreSQL server returned no row where a statement always returns one")
+    return row
 
 
 UNLOADABLE = "a value the PostgreSQL server returned is not of its column's type (the table was altered)"

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import psycopg
 
 from vault.errors import InvalidArgument, StorageError
-from vault.storage.postgres.connections import CONNECT_TIMEOUT, TRANSLATE
+from vault.storage.postgres.connections import CONNECT_TIMEOUT, TRANSLATE, present
 from vault.storage.postgres.describe import display
 from vault.storage.postgres.schema import SCHEMA_VERSION, TABLES, migrate
 
@@ -28,11 +28,11 @@ def backup(url: str, target: str) -> None:
             psycopg.connect(target, connect_timeout=CONNECT_TIMEOUT) as copy:
         source.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         source.read_only = True
-        found = source.execute("SELECT to_regclass('scratchvault_schema') IS NOT NULL").fetchone()[0]
+        found = present(source.execute("SELECT to_regclass('scratchvault_schema') IS NOT NULL").fetchone())[0]
         versions = [v for (v,) in source.execute("SELECT version FROM scratchvault_schema")] if found else []
         if versions != [SCHEMA_VERSION]:
             raise StorageError("no vault of this scratchvault's schema version at the location to back up")
-        if copy.execute("SELECT to_regclass('scratchvault_schema') IS NOT NULL").fetchone()[0]:
+        if present(copy.execute("SELECT to_regclass('scratchvault_schema') IS NOT NULL").fetchone())[0]:
             raise InvalidArgument("the backup target already holds vault tables; give a schema without them")
         migrate(copy)
         for table in _COPIED:
@@ -40,7 +40,7 @@ def backup(url: str, target: str) -> None:
                     copy.cursor().copy(f"COPY {table} FROM STDIN (FORMAT BINARY)") as into:
                 for data in rows:
                     into.write(data)
-        last, called = source.execute("SELECT last_value, is_called FROM row_seq").fetchone()
+        last, called = present(source.execute("SELECT last_value, is_called FROM row_seq").fetchone())
         copy.execute("SELECT setval('row_seq', %s, %s)", (last, called))
 
 

@@ -7,7 +7,7 @@ database and role is ever shown (the URL may hold a password).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 
 import psycopg
 
@@ -15,7 +15,7 @@ from keys import EPOCH_WRAPPED_SIZE
 from vault.errors import IntegrityError, InvalidArgument, VaultError
 from vault.storage.base import Finding
 from vault.storage.epoch_report import LIVE, NO_EPOCH, UNSWEPT, epoch_findings
-from vault.storage.postgres.connections import CONNECT_TIMEOUT, TRANSLATE
+from vault.storage.postgres.connections import CONNECT_TIMEOUT, TRANSLATE, present
 from vault.storage.postgres.schema import OUR_TABLES, SCHEMA_VERSION, TABLES, check_foreign_objects
 from vault.storage.sql.values import blob
 
@@ -36,7 +36,7 @@ def display(url: str) -> str:
         parts = psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.Error:
         raise InvalidArgument("the PostgreSQL URL cannot be parsed (it is not shown: it may hold a password)") from None
-    host, port = parts.get("host") or "", f":{parts['port']}" if parts.get("port") else ""
+    host, port = str(parts.get("host") or ""), f":{parts['port']}" if parts.get("port") else ""
     who = f"{parts['user']}@" if parts.get("user") else ""
     if host.startswith("/"):  # a socket directory: libpq's URL form puts it in the query
         return f"postgresql://{who}{port}/{parts.get('dbname') or ''}?host={host}"
@@ -59,7 +59,7 @@ def read_only(url: str) -> Iterator[psycopg.Connection]:
 def vault_id_at(url: str) -> bytes | None:
     """The vault id in the schema the URL's search_path names, or None when no vault is there."""
     with read_only(url) as connection, TRANSLATE:
-        if connection.execute("SELECT to_regclass('meta')").fetchone()[0] is None:
+        if present(connection.execute("SELECT to_regclass('meta')").fetchone())[0] is None:
             return None
         found = connection.execute("SELECT value FROM meta WHERE name = 'vault_id'").fetchone()
     return None if found is None else blob(found[0])
@@ -75,8 +75,9 @@ def describe(url: str, now: float) -> list[Finding]:
         return [*found, Finding("FAIL", f"database: {error}")]
 
 
-def _one(connection: psycopg.Connection, statement: str, parameters: object = ()) -> tuple:
-    return connection.execute(statement, parameters).fetchone()
+def _one(connection: psycopg.Connection, statement: str,
+         parameters: Sequence[object] | Mapping[str, object] = ()) -> tuple:
+    return present(connection.execute(statement, parameters).fetchone())
 
 
 def _transport(connection: psycopg.Connection) -> list[Finding]:
@@ -190,7 +191,8 @@ def _vault(connection: psycopg.Connection, now: float) -> list[Finding]:
                                             "(WHERE expires_at <= %s) FROM rows", (now,))
     owners, unswept = _one(connection, "SELECT (SELECT count(*) FROM owners), (SELECT count(*) FROM key_tombstones "
                                        "WHERE NOT swept)")
-    by_version = dict(connection.execute("SELECT key_version, count(*) FROM rows GROUP BY 1 ORDER BY 1").fetchall())
+    by_version: dict[int, int] = dict(
+        connection.execute("SELECT key_version, count(*) FROM rows GROUP BY 1 ORDER BY 1").fetchall())
     tables = _one(connection, OUR_TABLES, (list(TABLES),))[0] or []
     ours = _one(connection, "SELECT coalesce(sum(pg_total_relation_size(t)), 0) FROM unnest(%s::oid[]) AS t",
                 (tables,))[0]

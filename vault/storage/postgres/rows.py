@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import itertools
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -64,7 +64,8 @@ class PgReads:
         if not self._own:
             return
         self._store.set_snapshot(None)
-        connection, self._connection = self._connection, None
+        connection = self.connection  # set by __enter__
+        self._connection = None
         try:
             if self._begun and error is None:
                 with TRANSLATE:
@@ -168,7 +169,7 @@ class PgReads:
         found = self._one("SELECT sealed FROM summaries WHERE seq = %s", (seq,))
         return None if found is None else blob(found[0])
 
-    def read_chunks(self, seq: int, first: int, last: int) -> Iterator[tuple[int, bytes]]:
+    def read_chunks(self, seq: int, first: int, last: int) -> Generator[tuple[int, bytes], None, None]:
         """Sealed chunks ``first..last`` of row ``seq`` in order: a few in one statement, more through a
         server-side cursor fetching STREAM_AFTER at a time (a full read never holds the row twice). The one chunk
         of a small row comes from its lookup, if this snapshot made it."""

@@ -14,6 +14,7 @@ import psycopg
 
 from vault.errors import IntegrityError, StorageError
 from vault.storage.postgres import catalog
+from vault.storage.postgres.connections import present
 
 # of the PostgreSQL schema; independent of the SQLite file's. 2: the keys of expiry epochs (epoch_keys,
 # epoch_reservations, epoch_tombstones; threat_model.md, "Expiry epochs"), added to a database of version 1
@@ -85,9 +86,9 @@ def migrate(connection: psycopg.Connection) -> str:
     transactional: two hosts opening one new database make it once); returns the schema the tables are in (quoted).
     A database of a newer scratchvault, or one whose tables carry a trigger, rule or policy, is refused."""
     connection.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATE_LOCK))
-    home = connection.execute(HOME).fetchone()[0]
+    home = present(connection.execute(HOME).fetchone())[0]
     found = None
-    if connection.execute("SELECT to_regclass('scratchvault_schema')").fetchone()[0] is not None:
+    if present(connection.execute("SELECT to_regclass('scratchvault_schema')").fetchone())[0] is not None:
         versions = [version for (version,) in connection.execute("SELECT version FROM scratchvault_schema")]
         if len(versions) > 1 or (versions and type(versions[0]) is not int):
             raise IntegrityError("the PostgreSQL schema version table was altered; restore it from backup")
@@ -99,7 +100,7 @@ def migrate(connection: psycopg.Connection) -> str:
         connection.execute(DDL)
         connection.execute("DELETE FROM scratchvault_schema")
         connection.execute("INSERT INTO scratchvault_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
-    if connection.execute(MISSING, {"home": home, "tables": list(TABLES)}).fetchone()[0]:
+    if present(connection.execute(MISSING, {"home": home, "tables": list(TABLES)}).fetchone())[0]:
         raise StorageError("a table of the vault is missing from the database (dropped?); restore it from "
                            "backup") from None
     return home
@@ -112,4 +113,4 @@ def check_foreign_objects(connection: psycopg.Connection, home: str | None = Non
     (vault/storage/postgres/catalog.py): a trigger, rule, policy, constraint, index or relation of someone else's
     could keep or copy the rows a delete removes, or undo a key's destruction (the role that owns the tables, or a
     superuser, put it there). Before a write commits, its locks keep its tables as checked until it ends."""
-    catalog.check(connection, home or connection.execute(HOME).fetchone()[0], tables)
+    catalog.check(connection, home or present(connection.execute(HOME).fetchone())[0], tables)

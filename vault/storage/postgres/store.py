@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 from typing import Any, TypeVar
 
 from vault.errors import StorageError
@@ -132,7 +133,7 @@ class PostgresStore:
         each starting after the last seq of the one before."""
         removed, after = 0, 0
         while True:
-            count, after = self.deleting(lambda tx, after=after: delete_batch(tx, select, key, after, GC_BATCH))
+            count, after = self.deleting(partial(delete_batch, statement=select, key=key, after=after, size=GC_BATCH))
             removed += count
             if progress is not None:
                 progress(removed)

@@ -13,7 +13,7 @@ from keys import EPOCH_WRAPPED_SIZE, SealedLedger
 from vault.errors import IntegrityError, StorageError
 from vault.storage.base import StoredRow
 from vault.storage.postgres import sql
-from vault.storage.postgres.connections import TRANSLATE, fetched
+from vault.storage.postgres.connections import TRANSLATE, fetched, present
 from vault.storage.postgres.rows import FLUSH_BYTES, PgReads, with_summaries
 from vault.storage.postgres.schema import KEYS_LOCK, LOCK_CLASS, OWNER_LOCK_CLASS, check_foreign_objects
 from vault.storage.sql.values import blob, check_columns
@@ -48,8 +48,8 @@ class PgWriteTx(PgReads):
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: object) -> None:
-        connection = self._connection
         self._store.set_transaction(None)
+        connection = self.connection  # set by __enter__
         try:
             if error is None:
                 self._commit()
@@ -159,7 +159,7 @@ class PgWriteTx(PgReads):
         parameters = {"tag": owner_tag, "v": key_version, "len": epoch[0], "e": epoch[1]}
         cursor = self._pipelined([*statements, (sql.NEXT_ROW, parameters)])
         self._locked.add(key)
-        seq, commitment, epoch_check = fetched(cursor.fetchone)
+        seq, commitment, epoch_check = present(fetched(cursor.fetchone))
         if type(seq) is not int or seq < 1:
             raise IntegrityError("the row sequence returned a value that is not a seq")
         return seq, None if commitment is None else blob(commitment), None if epoch_check is None else blob(epoch_check)
@@ -180,7 +180,7 @@ class PgWriteTx(PgReads):
     def owner_usage(self, owner_tag: bytes) -> tuple[int, int]:
         """(rows, bytes) of an owner, its ledger's bytes included, under the owner's lock."""
         self.lock_owner(owner_tag)
-        rows, size = self._one(sql.OWNER_USAGE, {"tag": owner_tag})
+        rows, size = present(self._one(sql.OWNER_USAGE, {"tag": owner_tag}))
         if type(rows) is not int or type(size) is not int:
             raise IntegrityError("a stored row has columns of the wrong type")
         return rows, size
@@ -243,7 +243,7 @@ def delete_batch(tx: PgWriteTx, statement: str, key: object, after: int, size: i
     summaries and chunks, in one statement; returns how many and the last seq. Every row locked must go (a rule or
     trigger planted since the store was opened could keep one: schema.check_foreign_objects refuses those)."""
     tx.must_stick |= {"rows", "summaries", "chunks"}  # a trigger or rule planted since open: refused at COMMIT
-    locked, gone, last = tx._one(statement, (key, after, size))
+    locked, gone, last = present(tx._one(statement, (key, after, size)))
     if gone != locked:
         raise IntegrityError("a delete left rows it was asked to remove (the database was altered to keep them)")
     tx.deleted = tx.deleted or gone > 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
 
 from keys import EPOCH_WRAPPED_SIZE, SealedLedger
@@ -108,7 +108,7 @@ class SqliteReads:
             found = self._execute("SELECT sealed FROM summaries WHERE seq = ?", (seq,)).fetchone()
         return None if found is None else blob(found[0])
 
-    def read_chunks(self, seq: int, first: int, last: int) -> Iterator[tuple[int, bytes]]:
+    def read_chunks(self, seq: int, first: int, last: int) -> Generator[tuple[int, bytes], None, None]:
         """Sealed chunks ``first..last`` of row ``seq``, one at a time as the cursor steps."""
         base = seq << CHUNK_SHIFT
         with TRANSLATE:

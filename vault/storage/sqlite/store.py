@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -66,7 +66,7 @@ class SqliteStore:
         if self._scrub_pending or deleted:  # a delete is checkpointed right after its commit, in its turn
             self.scrub()
 
-    def query(self, sql: str, parameters: tuple = ()) -> list[tuple]:
+    def query(self, sql: str, parameters: tuple | Mapping[str, object] = ()) -> list[tuple]:
         """One statement on this thread's connection (inside its open transaction, if any)."""
         connection = self._connections.acquire()
         try:
