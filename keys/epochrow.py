@@ -1,4 +1,4 @@
-"""Row format 3 (issue 16): a row's data key wrapped, and its summary sealed, under keys derived from both its owner
+"""Row format 3: a row's data key wrapped, and its summary sealed, under keys derived from both its owner
 key version and the key of the expiry epoch its expiry falls in, so destroying that epoch key erases every copy.
 
 * Wrapped data key: ``0x03 || E (4 bytes) || nonce (12, random) || AES-256-GCM(wrap key, DEK (32)) || tag (16)``

@@ -1,4 +1,4 @@
-"""Expiry epochs (issue 16): time cut into epochs of ``length`` seconds, one random key per epoch, destroyed once the
+"""Expiry epochs: time cut into epochs of ``length`` seconds, one random key per epoch, destroyed once the
 epoch has ended, and the keys a row's data key and summary will be sealed under, derived from both its owner key
 version and the key of the epoch its expiry falls in (threat_model.md, "Expiry epochs").
 
@@ -12,7 +12,7 @@ version and the key of the epoch its expiry falls in (threat_model.md, "Expiry e
   fields("scratchvault/epoch-key-check/v1", vault_id, E, e))``.
 
 ``fields`` is ``keys.envelope.encode_fields`` (4-byte length prefixes); v is 4 bytes, E and e 8 bytes, big-endian.
-Pure functions: step 1 of issue 16 brings the keys and their derivation; sealing rows under them comes next.
+Pure functions: the keys and their derivation; keys/epochrow.py seals rows under them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Generate tests/vectors/row_format_v3.json: frozen known-answer vectors of row format 3 (issue 16), a row whose
+"""Generate tests/vectors/row_format_v3.json: frozen known-answer vectors of row format 3, a row whose
 data key is wrapped, and whose summary is sealed, under keys derived from its owner key version and the key of the
 expiry epoch its expiry falls in (keys/epochrow.py; threat_model.md, "Row format 3").
 

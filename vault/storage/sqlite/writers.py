@@ -1,7 +1,7 @@
 """Writers take turns, first come first served: this process's threads queue in order, then processes queue on a
 lock file. SQLite's own wait for its write lock (the busy handler) polls with growing sleeps, up to 100 ms
-between tries, so under contention a newcomer often wins over a writer that has waited for seconds (issue 13,
-finding 9: puts waited up to 5 s while the lock was held for milliseconds at a time).
+between tries, so under contention a newcomer often wins over a writer that has waited for seconds (puts waited
+up to 5 s while the lock was held for milliseconds at a time).
 
 Across processes: ``<db>-lock`` is held for the whole write; ``<db>-lock-next`` by the one process waiting for
 it next. Linux serves flock waiters in order, but a process that has just released a lock can take it again
