@@ -243,7 +243,7 @@ class EpochKeys:
         found, probed = self._probe_lengths(now)
         for epoch in destroyed + [(length, number) for length, number, _ in found]:
             self._cache.invalidate(epoch)
-        pending, refused = self._sweep(now)
+        pending, refused = self._sweeper.sweep(now)
         highest = {length: number for length, number in sorted(destroyed) if length not in probed} | {
             length: number for length, number in probed.items() if number is not None}
         for length, number in highest.items():  # never past an epoch whose entry is still there: the next probe
@@ -257,9 +257,6 @@ class EpochKeys:
         """Delete the entries of destroyed attempts not yet known gone, of epochs ended (plus the skew allowance) at
         ``now``: none of an epoch that has not; returns those the keyring failed to delete (left unswept)."""
         return self._sweeper.sweep(time.time() if now is None else now)[0]
-
-    def _sweep(self, now: float) -> tuple[list[Attempt], list[Attempt]]:
-        return self._sweeper.sweep(now)
 
     def _probe_lengths(self, now: float) -> tuple[list[Attempt], dict[int, int | None]]:
         """Probe this vault's length and every other one it ever made keys for (up to the last epoch it made one

@@ -97,9 +97,12 @@ class OwnerEntries:
         the owner's retired mark covers and its swept mark does not yet. Returns how many entries came back after
         they were known gone (a write given up that landed late, or a tombstone a writer removed): counted."""
         late = 0
-        tombstones = self._commitments.tombstones(owner_tag, unswept_only=not everything)
-        if owner_tag is not None:  # a version destroyed here whose tombstone the database lost is swept as found
-            listed = {version for _, version, _ in self._commitments.tombstones(owner_tag, unswept_only=False)}
+        if owner_tag is None:
+            tombstones = self._commitments.tombstones(None, unswept_only=not everything)
+        else:  # one read of the owner's tombstones; a version destroyed here that they lack is swept as found
+            every = self._commitments.tombstones(owner_tag, unswept_only=False)
+            tombstones = every if everything else [tombstone for tombstone in every if not tombstone[2]]
+            listed = {version for _, version, _ in every}
             tombstones = tombstones + [(owner_tag, version, True) for version in sorted(destroyed - listed)]
             late += self._sweep_retired(owner_tag, listed | destroyed)
         for tag in sorted({tag for tag, _, _ in tombstones}):

@@ -32,10 +32,11 @@ _MAX_DIGITS = 10
 class OwnerMarks:
     """Reads and raises (never lowers) the marks of one vault's owners."""
 
-    __slots__ = ("_keyring", "_prefix")
+    __slots__ = ("_adopted", "_keyring", "_prefix")
 
     def __init__(self, keyring: KeyringEdge, vault_id: bytes) -> None:
         self._keyring, self._prefix = keyring, "scratchvault/" + vault_id.hex() + "/owner-"
+        self._adopted = False  # once seen adopted, it stays so (the entry is never deleted): not asked again
 
     def read(self, kind: str, owner_tag: bytes) -> int:
         """A mark's value; 0 when it is absent or not a version number (an entry garbled by the keyring counts as
@@ -54,7 +55,9 @@ class OwnerMarks:
 
     def adopted(self) -> bool:
         """Whether the ``issued`` marks were written from the database's view once already."""
-        return self._keyring.get(self._prefix + "issued", _ADOPTED) is not None
+        if not self._adopted:
+            self._adopted = self._keyring.get(self._prefix + "issued", _ADOPTED) is not None
+        return self._adopted
 
     def adopt(self, tops: list[tuple[bytes, int]]) -> None:
         """Raise each owner's ``issued`` mark to the highest version the database lists for it (``tops``), then
@@ -63,6 +66,7 @@ class OwnerMarks:
             if ALWAYS_PROBED < top <= MAX_VERSION:
                 self.raise_to("issued", owner_tag, top)
         self._keyring.set(self._prefix + "issued", _ADOPTED, Secret("1"))
+        self._adopted = True
 
     def __repr__(self) -> str:
         return "<OwnerMarks>"

@@ -16,6 +16,7 @@ from vault.storage.postgres import sql
 from vault.storage.postgres.connections import TRANSLATE, fetched, present
 from vault.storage.postgres.rows import FLUSH_BYTES, PgReads, with_summaries
 from vault.storage.postgres.schema import KEYS_LOCK, LOCK_CLASS, OWNER_LOCK_CLASS, check_foreign_objects
+from vault.storage.sql.session import ROW_TABLES
 from vault.storage.sql.values import blob, check_columns
 
 
@@ -223,7 +224,7 @@ class PgWriteTx(PgReads):
         store this id (deleted meanwhile). One statement: a concurrent delete of the row waits for this one and
         then finds it gone. The tables are checked before COMMIT whether or not a row went: a trigger planted
         since open that skips the delete would otherwise pass for "deleted meanwhile"."""
-        self.must_stick |= {"rows", "summaries", "chunks"}
+        self.must_stick |= ROW_TABLES
         found = self._one(sql.DELETE_ROW, {"seq": seq, "id": row_id})
         if found is None:
             return None
@@ -242,7 +243,7 @@ def delete_batch(tx: PgWriteTx, statement: str, key: object, after: int, size: i
     """Lock and delete up to ``size`` rows past seq ``after`` that ``statement`` picks by ``key``, with their
     summaries and chunks, in one statement; returns how many and the last seq. Every row locked must go (a rule or
     trigger planted since the store was opened could keep one: schema.check_foreign_objects refuses those)."""
-    tx.must_stick |= {"rows", "summaries", "chunks"}  # a trigger or rule planted since open: refused at COMMIT
+    tx.must_stick |= ROW_TABLES  # a trigger or rule planted since open: refused at COMMIT
     locked, gone, last = present(tx._one(statement, (key, after, size)))
     if gone != locked:
         raise IntegrityError("a delete left rows it was asked to remove (the database was altered to keep them)")

@@ -11,6 +11,7 @@ from vault.storage.sql.dialect import Dialect
 
 T = TypeVar("T")
 Params = Mapping[str, object]
+ROW_TABLES = frozenset({"rows", "summaries", "chunks"})  # what deleting rows changes (and must stick on)
 
 
 class Session(Protocol):

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from vault.errors import IntegrityError
-from vault.storage.sqlite.schema import CHUNK_SHIFT, MAX_CHUNKS, ROW_TABLES, check_schema, valid_seq
+from vault.storage.sql.session import ROW_TABLES
+from vault.storage.sqlite.schema import CHUNK_SHIFT, MAX_CHUNKS, check_schema, valid_seq
 
 
 def delete_seqs(connection: sqlite3.Connection, seqs: list[int]) -> None:

@@ -202,9 +202,7 @@ def check_schema(connection: sqlite3.Connection, tables: frozenset[str]) -> None
         connection.checked = (cookie, tables | (verified if seen == cookie else frozenset()))
 
 
-ROW_TABLES = frozenset({"rows", "summaries", "chunks"})
-OWNER_KEY_TABLES = frozenset({"owner_keys", "owners", "key_reservations", "key_tombstones"})
-EPOCH_TABLES = frozenset({"epoch_keys", "epoch_reservations", "epoch_tombstones"})
+
 
 
 def valid_seq(seq: object) -> bool:
