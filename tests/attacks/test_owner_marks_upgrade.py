@@ -25,7 +25,7 @@ def test_a_shred_destroys_the_live_version_of_an_owner_numbered_past_the_probe_b
         for _ in range(RETIREMENTS):
             vault.maintain_keys()
         row = vault.put(ALICE, "t", 2, "x", "the dentist is on Tuesday").id
-    # a release before cb3f9d5 made these versions and wrote no issued-through mark: remove the marks it writes
+    # a release that kept no marks made these versions: remove the marks this one writes
     for key in [key for key in ring.secrets if key[0].endswith("/owner-issued")]:
         del ring.secrets[key]
     alice = [user for _, user in owner_key_entries(ring.secrets) if user.split(".")[0] not in bob]

@@ -42,6 +42,6 @@ def test_a_retirement_whose_sweep_failed_destroys_the_key_though_a_writer_delete
         vault.maintain_keys()
         left = sorted(user.rsplit(".", 1)[1] for _, user in owner_key_entries(ring.secrets))
     with Vault.open(copy, keyring_backend=ring) as old:
-        assert "1" not in left, left  # on cb3f9d5: ["1", "3"]
+        assert "1" not in left, left
         with pytest.raises(KeyUnavailable):
             old.get(ALICE, row)
