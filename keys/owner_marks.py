@@ -24,7 +24,6 @@ from keys.secret import Secret
 
 ALWAYS_PROBED = 16  # versions a shred asks the keyring for whatever any record says
 PROBE_GAP = 16  # versions past the issued mark a shred still asks for, and how far the database may number past it
-KINDS = ("issued", "retired", "swept")
 _ADOPTED = "adopted"
 _MAX_DIGITS = 10
 

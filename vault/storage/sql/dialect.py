@@ -21,7 +21,6 @@ _NAMED = re.compile(r"%\((\w+)\)s")
 class Dialect:
     """The spelling of one store's SQL for what the bookkeeping statements need."""
 
-    name: str
     empty: str  # an empty byte string
     true: str
     false: str
@@ -45,11 +44,11 @@ def _render(dialect: Dialect, template: str) -> str:
 
 
 SQLITE = Dialect(
-    name="sqlite", empty="x''", true="1", false="0",
+    empty="x''", true="1", false="0",
     typed="(typeof(length) = 'integer' AND typeof(epoch) = 'integer' AND typeof(attempt) = 'integer')",
     now="%(now)s", named=r":\1")
 # PostgreSQL's columns hold their declared types; a reservation is stamped, and judged abandoned, by the server's
 # clock, which every host shares (a host whose clock runs ahead must not void another's reservation)
 POSTGRES = Dialect(
-    name="postgres", empty="'\\x'::bytea", true="true", false="false", typed="true",
+    empty="'\\x'::bytea", true="true", false="false", typed="true",
     now="extract(epoch FROM clock_timestamp())", named=r"%(\1)s")
