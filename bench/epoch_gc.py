@@ -23,7 +23,7 @@ from typing import TypeVar
 import keyring
 from keyring.backend import KeyringBackend
 
-from keys.keyring_edge import resolve_backend
+from keys.keyring.edge import resolve_backend
 from vault import Principal, Vault
 
 T = TypeVar("T")

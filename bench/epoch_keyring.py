@@ -4,7 +4,7 @@ number of epoch keys a vault keeps (issue 16) is the maximum row lifetime (30 da
 ``bash bench/epoch_keyring.sh [N ...]`` runs this module inside a private D-Bus session with a fresh GNOME Keyring
 (the way scripts/run starts it) and a throwaway HOME; ``python -m bench.epoch_keyring`` alone uses whatever keyring
 the session has. For each N (default 30, 720, 2880, 43200: 1-day, 1-hour, 15-minute and 1-minute epochs) it fills
-the service up to N entries, then times, through ``keys.keyring_edge.KeyringEdge`` exactly as the vault calls it,
+the service up to N entries, then times, through ``keys.keyring.edge.KeyringEdge`` exactly as the vault calls it,
 a get of a present entry, a get of an absent one, a set (write and read-back) and a delete (delete and check) of
 one more entry; medians of ``--repeat`` calls. Filling stops at ``--fill-budget`` seconds in all (said so in the
 output), since every write of a GNOME keyring rewrites its whole file.
@@ -20,9 +20,9 @@ import time
 
 import keyring
 
-from keys.aead import KEY_SIZE, random_bytes
-from keys.keyring_edge import KeyringEdge, resolve_backend
-from keys.keyset import serialize_single_key
+from keys.crypto.aead import KEY_SIZE, random_bytes
+from keys.keyring.edge import KeyringEdge, resolve_backend
+from keys.keyring.entries import serialize_single_key
 
 SIZES = (30, 720, 2880, 43200)
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from bench.baseline import PlainStore
 from bench.run import KIB, MIB, OWNER, text_of, timed_ms
 from keys import CHUNK_BYTES
-from keys.datakey import DataKey
-from keys.keyset import OwnerKeyset
+from keys.formats.data_key import DataKey
+from keys.owner_keyset import OwnerKeyset
 from keys.testing import MemoryKeyring
 from vault import Vault
 from vault.storage import Store, StoredRow, open_store

@@ -7,17 +7,19 @@ bytes never leave this package.
 
 from keys.blind_index import IndexKey, tags_equal
 from keys.commitments import KeyCommitments, KeyRecords
-from keys.envelope import CHUNK_BYTES
-from keys.epochrow import WRAPPED_V3_SIZE as EPOCH_WRAPPED_SIZE
-from keys.epochrow import stored_epoch
-from keys.epochs import epoch_end
-from keys.keyring_edge import KeyringEdge, resolve_backend
-from keys.keyset import MAX_VERSION as MAX_KEY_VERSION
-from keys.keyset import OwnerKeyset
+from keys.epochs.schedule import epoch_end
+from keys.formats.context import SealedRow
+from keys.formats.dispatch import stored_epoch
+from keys.formats.stream import CHUNK_BYTES
+from keys.formats.v3 import WRAPPED_V3_SIZE as EPOCH_WRAPPED_SIZE
+from keys.keyring.cache import CacheLimits
+from keys.keyring.edge import KeyringEdge, resolve_backend
+from keys.keyring.entries import MAX_VERSION as MAX_KEY_VERSION
 from keys.ledger import DeletionLedgers, Ledger, SealedLedger
 from keys.manager import NO_OWNER_KEYS, KeyManager
-from keys.rowseal import EPOCH_CLOSED, OpenedRow, PutEpoch, RowRecipe, RowWriter, SealedRow
-from keys.turnsummaries import TurnSummaries
+from keys.owner_keyset import OwnerKeyset
+from keys.recipe import EPOCH_CLOSED, NewRow, OpenedRow, RowRecipe, RowWriter, SealingEpoch
+from keys.turn_summaries import TurnSummaries
 
 __all__ = [
     "CHUNK_BYTES",
@@ -25,6 +27,7 @@ __all__ = [
     "EPOCH_WRAPPED_SIZE",
     "MAX_KEY_VERSION",
     "NO_OWNER_KEYS",
+    "CacheLimits",
     "DeletionLedgers",
     "IndexKey",
     "KeyCommitments",
@@ -32,13 +35,14 @@ __all__ = [
     "KeyRecords",
     "KeyringEdge",
     "Ledger",
+    "NewRow",
     "OpenedRow",
     "OwnerKeyset",
-    "PutEpoch",
     "RowRecipe",
     "RowWriter",
     "SealedLedger",
     "SealedRow",
+    "SealingEpoch",
     "TurnSummaries",
     "epoch_end",
     "resolve_backend",

@@ -3,22 +3,33 @@ row by its id, which encrypts the row's position (threat_model.md, "Row ids").""
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import struct
 from typing import NoReturn
 
-from keys.aead import KEY_SIZE, NONCE_SIZE, Aead, BlockPermutation, random_bytes
-from keys.envelope import encode_fields
+from keys.crypto import kdf
+from keys.crypto.aead import KEY_SIZE, NONCE_SIZE, Aead, BlockPermutation, random_bytes
+from keys.crypto.encoding import encode_fields
+from keys.crypto.labels import (
+    AUDIT_KEY,
+    AUDIT_TAG,
+    INDEX_KEY_CHECK,
+    LEDGER,
+    LEDGER_KEY,
+    OWNER_NAME,
+    OWNER_NAME_KEY,
+    OWNER_TAG,
+    ROW_ID_KEY,
+    TURN_TAG,
+)
 from keys.errors import IntegrityError
-from keys.keyset import serialize_single_key
-from keys.secret import Secret
+from keys.keyring.entries import serialize_single_key
+from keys.keyring.secret import Secret
 
 TAG_SIZE = 32
 TAG_CACHE_SIZE = 4096
 AUDIT_TAG_BYTES = 16  # 128 bits: no collisions among any realistic number of identifiers
 ROW_SEQ_BYTES = 8  # a row id is one AES block: the row's seq (8 bytes) and 8 random bytes
-LEDGER_LABEL = b"scratchvault/deletions/v1"
 
 
 class IndexKey:
@@ -31,10 +42,9 @@ class IndexKey:
             raise IntegrityError("index key has the wrong length")
         self._raw = bytes(raw)
         self._tags: dict[tuple[str, bytes, str], bytes] = {}  # recent tags: every call computes two
-        # HKDF-Expand (RFC 5869) of the uniformly random index key, one block: a key only for row ids
-        self._row_ids = BlockPermutation(self._mac(b"scratchvault/row-id-key/v1\x01"))
-        # the same, a key only for the deletion ledgers (keys/ledger.py)
-        self._ledger_key = self._mac(b"scratchvault/deletion-ledger-key/v1\x01")
+        # subkeys expanded from the uniformly random index key, each for one use: row ids, deletion ledgers
+        self._row_ids = BlockPermutation(kdf.expand(self._raw, ROW_ID_KEY))
+        self._ledger_key = kdf.expand(self._raw, LEDGER_KEY)
 
     def row_id(self, seq: int) -> bytes:
         """A new id for the row stored at ``seq``: AES-256 of (seq, 64 random bits). Ids look random and say
@@ -67,9 +77,9 @@ class IndexKey:
         tag = self._tags.get(key)
         if tag is None:
             if kind == "owner":
-                tag = self._mac(encode_fields(b"scratchvault/owner-tag/v1", name.encode()))
+                tag = kdf.mac(self._raw, encode_fields(OWNER_TAG, name.encode()))
             else:
-                tag = self._mac(encode_fields(b"scratchvault/turn-tag/v1", owner_tag, name.encode()))
+                tag = kdf.mac(self._raw, encode_fields(TURN_TAG, owner_tag, name.encode()))
             if len(self._tags) >= TAG_CACHE_SIZE:
                 self._tags.clear()  # bounded; tags are cheap to recompute
             self._tags[key] = tag
@@ -78,8 +88,8 @@ class IndexKey:
     def ledger_tag(self, vault_id: bytes, owner_tag: bytes, counter: int, body: bytes) -> bytes:
         """HMAC-SHA256 of one owner's deletion ledger (its counter and body) under the ledger key: binds the vault
         and the owner, so a ledger cannot be moved to another owner or vault (threat_model.md, "Rollback")."""
-        message = encode_fields(LEDGER_LABEL, vault_id, owner_tag, counter.to_bytes(8, "big"), body)
-        return hmac.new(self._ledger_key, message, hashlib.sha256).digest()
+        message = encode_fields(LEDGER, vault_id, owner_tag, counter.to_bytes(8, "big"), body)
+        return kdf.mac(self._ledger_key, message)
 
     def seal_name(self, vault_id: bytes, owner_tag: bytes, user_id: str) -> bytes:
         """Seal an owner's name for the owner registry (so maintenance can enumerate owners)."""
@@ -99,20 +109,18 @@ class IndexKey:
         auditor can follow one user; without the keyring a tag names no one. Its key is derived apart from
         the owner-tag key, so a tag is not an owner_tag; but records carry row ids, so whoever holds both the
         log and a copy of the database can match audit pseudonyms to owner tags (still not to names)."""
-        message = encode_fields(b"scratchvault/audit-tag/v1", kind.encode(), value.encode("utf-8", "surrogatepass"))
-        return hmac.new(self._audit_key(), message, hashlib.sha256).digest()[:AUDIT_TAG_BYTES].hex()
+        message = encode_fields(AUDIT_TAG, kind.encode(), value.encode("utf-8", "surrogatepass"))
+        return kdf.mac(self._audit_key(), message)[:AUDIT_TAG_BYTES].hex()
 
     def _audit_key(self) -> bytes:
-        # HKDF-Expand (RFC 5869) of the uniformly random index key, one block: a key only for audit tags
-        return self._mac(b"scratchvault/audit-key/v1\x01")
+        return kdf.expand(self._raw, AUDIT_KEY)  # a subkey only for audit tags
 
     def _name_cipher(self) -> Aead:
-        # HKDF-Expand (RFC 5869) of the uniformly random index key, one block: a key only for names
-        return Aead(self._mac(b"scratchvault/owner-name-key/v1\x01"))
+        return Aead(kdf.expand(self._raw, OWNER_NAME_KEY))  # a subkey only for sealed owner names
 
     @staticmethod
     def _name_aad(vault_id: bytes, owner_tag: bytes) -> bytes:
-        return encode_fields(b"scratchvault/owner-name/v1", vault_id, owner_tag)
+        return encode_fields(OWNER_NAME, vault_id, owner_tag)
 
     def serialize(self) -> Secret:
         """The keyring entry of this key."""
@@ -120,10 +128,7 @@ class IndexKey:
 
     def commitment(self, vault_id: bytes) -> bytes:
         """A commitment to this key, stored in the database to detect a keyring that swapped it."""
-        return self._mac(encode_fields(b"scratchvault/index-key-check/v1", vault_id))
-
-    def _mac(self, message: bytes) -> bytes:
-        return hmac.new(self._raw, message, hashlib.sha256).digest()
+        return kdf.mac(self._raw, encode_fields(INDEX_KEY_CHECK, vault_id))
 
     def __repr__(self) -> str:
         return "<IndexKey>"

@@ -55,7 +55,7 @@ class KeyCommitments(Protocol):
 
 
 class EpochRecords(Protocol):
-    """Where the database keeps the expiry epochs' keys (keys/epoch_entries.py): commitments, attempts reserved
+    """Where the database keeps the expiry epochs' keys (keys/epochs/keys.py): commitments, attempts reserved
     before an entry is written, and tombstones of destroyed epochs and abandoned attempts. An epoch is
     (length, number); attempts count from 1; a tombstone of attempt 0 closes its epoch for good."""
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 from keys.blind_index import IndexKey
 from keys.errors import IntegrityError, KeyUnavailable
-from keys.keyring_edge import REMEDY, KeyringEdge
-from keys.secret import Secret
+from keys.keyring.edge import REMEDY, KeyringEdge
+from keys.keyring.secret import Secret
 
 ENTRY = struct.Struct(">16sd")  # row id, the expiry the row had when it was deleted
 MAX_COUNTER = 2**63 - 1  # an SQLite INTEGER; 8 bytes in the tag

@@ -2,7 +2,7 @@
 
 Keyring layout: service ``scratchvault/<vault_id hex>/index`` user ``index`` holds the index key (written once,
 in the transaction that draws the vault id); each owner key version has a write-once entry of its own
-(keys/owner_entries.py). ``vault_id`` keeps two vaults on one keyring apart. Lookups are cached (bounded size
+(keys/keyring/owner_entries.py). ``vault_id`` keeps two vaults on one keyring apart. Lookups are cached (bounded size
 and lifetime) and the cache is cleared on close. A key is used only if the database recorded its commitment
 when it was made, and every key loaded is checked against it: a keyring that returns a different or truncated
 key is KeyUnavailable, not "tampering", and a version the database never recorded is never adopted.
@@ -15,16 +15,17 @@ import time
 from collections.abc import Callable, Set
 from typing import NoReturn
 
-from keys.aead import KEY_SIZE, random_bytes
 from keys.blind_index import IndexKey, tags_equal
-from keys.cache import KeyCache
 from keys.commitments import KeyRecords
-from keys.epoch_entries import EpochKeys
-from keys.epochs import DEFAULT_EPOCH_SECONDS, DEFAULT_SKEW_SECONDS
+from keys.crypto.aead import KEY_SIZE, random_bytes
+from keys.epochs.keys import EpochKeys
+from keys.epochs.schedule import DEFAULT_EPOCH_SECONDS, DEFAULT_SKEW_SECONDS
 from keys.errors import InvalidArgument, KeyUnavailable, VaultError
-from keys.keyring_edge import KeyringEdge
-from keys.keyset import MAX_VERSION, OwnerKeyset, parse_single_key
-from keys.owner_entries import OwnerEntries
+from keys.keyring.cache import CacheLimits, KeyCache
+from keys.keyring.edge import KeyringEdge
+from keys.keyring.entries import MAX_VERSION, parse_single_key
+from keys.keyring.owner_entries import OwnerEntries
+from keys.owner_keyset import OwnerKeyset
 
 _INDEX = ("index",)
 NO_OWNER_KEYS = "the OS keyring holds no keys for this owner"
@@ -35,20 +36,19 @@ _REPLACED = ("the OS keyring returned a different {what} than the one this vault
 class KeyManager:
     """Fetches, creates, checks and caches this vault's keys in the OS keyring."""
 
-    def __init__(self, keyring: KeyringEdge, vault_id: bytes, commitments: KeyRecords, *, cache_ttl: float,
-                 cache_size: int, epoch_seconds: int = DEFAULT_EPOCH_SECONDS,
-                 epoch_skew_seconds: int = DEFAULT_SKEW_SECONDS) -> None:
+    def __init__(self, keyring: KeyringEdge, vault_id: bytes, commitments: KeyRecords, *, cache: CacheLimits,
+                 epoch_seconds: int = DEFAULT_EPOCH_SECONDS, epoch_skew_seconds: int = DEFAULT_SKEW_SECONDS) -> None:
         self._keyring = keyring
         self._vault_id = vault_id
         self._commitments = commitments
-        self._cache: KeyCache[object] = KeyCache(cache_size, cache_ttl)
+        self._cache: KeyCache[object] = KeyCache(cache.max_entries, cache.ttl_seconds)
         prefix = "scratchvault/" + vault_id.hex()
         self._index_service = prefix + "/index"
         self._entries = OwnerEntries(keyring, vault_id, commitments)
         # a reservation older than this never got its key: its writer gave up (keyring timeout) or died
         self._abandon_after = 2 * keyring.timeout + 60.0
-        self.epochs = EpochKeys(keyring, vault_id, commitments, cache_ttl=cache_ttl, cache_size=cache_size,
-                                length=epoch_seconds, skew=epoch_skew_seconds)
+        self.epochs = EpochKeys(keyring, vault_id, commitments, cache=cache, length=epoch_seconds,
+                                skew=epoch_skew_seconds)
 
     @property
     def backend_name(self) -> str:
@@ -136,7 +136,7 @@ class KeyManager:
         the database removes meanwhile must not keep a key). Refused while the old entry of schema 3 holds one of
         them together with a version that stays: that entry is never rewritten, only deleted whole."""
         owner_tag = self.index_key().owner_tag(user_id)
-        kept_there = self._entries.legacy_live_versions(owner_tag) or set()
+        kept_there = self._entries.schema3_live_versions(owner_tag) or set()
         if kept_there & versions and kept_there - versions:
             raise InvalidArgument(
                 "this owner's older key versions share one keyring entry from before schema 4 with a version that "
@@ -149,7 +149,7 @@ class KeyManager:
         return destroyed
 
     def destroy_owner(self, user_id: str) -> tuple[bytes, set[int]]:
-        """Crypto-shred, first step: tombstone every version the owner ever had (inside the caller's write
+        """Crypto-shred, its first half: tombstone every version the owner ever had (inside the caller's write
         transaction); ``sweep`` then deletes the entries, after which every copy of their rows is unreadable.
         Returns the owner tag and the versions destroyed: those the database listed and those of the keyset this
         process holds (a writer of the database may have hidden some of them)."""
@@ -160,7 +160,7 @@ class KeyManager:
         return owner_tag, held | self._commitments.tombstone_owner_versions(owner_tag, None)
 
     def sweep(self, owner_tag: bytes | None, *, everything: bool = False, destroyed: Set[int] = frozenset()) -> int:
-        """Delete the keyring entries of destroyed versions (see keys/owner_entries.py)."""
+        """Delete the keyring entries of destroyed versions (see keys/keyring/owner_entries.py)."""
         return self._entries.sweep(owner_tag, everything=everything, destroyed=destroyed)
 
     def sweep_unlisted(self, owner_tag: bytes, destroyed: set[int]) -> int:
@@ -170,7 +170,7 @@ class KeyManager:
 
     def adopt_owner_marks(self) -> None:
         """Once per vault: write each owner's issued mark from the highest version the database lists, for owners
-        whose versions passed the always-probed range before the keyring kept marks (keys/owner_marks.py); a
+        whose versions passed the always-probed range before the keyring kept marks (keys/keyring/owner_marks.py); a
         writer of the database who acted before this ran is out of reach (threat_model.md)."""
         marks = self._entries.marks
         if not marks.adopted():
@@ -252,9 +252,10 @@ class KeyManager:
         schema 4 is read, never copied, from the owner's old entry. A missing version that rows need is
         KeyUnavailable. No raw key is a local here: a KeyUnavailable leaving this frame carries none."""
         parts: list[OwnerKeyset] = []
-        legacy: list[OwnerKeyset | None] = []
+        schema3_entry: list[OwnerKeyset | None] = []
         for version, check in sorted(self._commitments.owner_commitments(owner_tag).items()):
-            part = self._entries.read(owner_tag, version) or self._from_legacy(owner_tag, version, legacy)
+            part = self._entries.read(owner_tag, version) or self._from_schema3_entry(owner_tag, version,
+                                                                                            schema3_entry)
             if part is None:
                 if version in self._commitments.key_versions_in_use(owner_tag):
                     raise KeyUnavailable(_REPLACED.format(what="keyset for this owner (a recorded key version "
@@ -265,12 +266,14 @@ class KeyManager:
             parts.append(part)
         return OwnerKeyset.joined(parts)
 
-    def _from_legacy(self, owner_tag: bytes, version: int, legacy: list[OwnerKeyset | None]) -> OwnerKeyset | None:
-        """A recorded version from the owner's entry of schema 3 and before (read once per load into ``legacy``).
+    def _from_schema3_entry(self, owner_tag: bytes, version: int,
+                            schema3_entry: list[OwnerKeyset | None]) -> OwnerKeyset | None:
+        """A recorded version from the owner's entry of schema 3 and before (read once per load into
+        ``schema3_entry``).
         Read only: copying a live key into a new entry could land late, after a shred (threat_model.md)."""
-        if not legacy:
-            legacy.append(self._entries.legacy(owner_tag))
-        return legacy[0].single(version) if legacy[0] is not None else None
+        if not schema3_entry:
+            schema3_entry.append(self._entries.schema3_keyset(owner_tag))
+        return schema3_entry[0].single(version) if schema3_entry[0] is not None else None
 
     def _owner_commitment(self, keyset: OwnerKeyset, version: int) -> bytes:
         return keyset.commitment(version, self._vault_id)

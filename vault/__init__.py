@@ -1,6 +1,6 @@
 """scratchvault: an encrypted-at-rest, ownership-checked store for large agent tool outputs."""
 
-from keys.memory_keyring import TrialKeyringWarning
+from keys.keyring.memory import TrialKeyringWarning
 from vault.engine.tool import SCRATCHPAD_READ_TOOL, tool_declaration
 from vault.errors import (
     IntegrityError,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from keys import EPOCH_CLOSED, IndexKey, KeyManager, OpenedRow, PutEpoch, RowRecipe, tags_equal
+from keys import EPOCH_CLOSED, IndexKey, KeyManager, OpenedRow, RowRecipe, SealingEpoch, tags_equal
 from vault.deletions import Deletions
 from vault.errors import IntegrityError, KeyUnavailable, NotFound
 from vault.inputs import expiry
@@ -60,7 +60,7 @@ def extend_rows(store: Store, keys: KeyManager, rows: RowRecipe, deletions: Dele
 
 
 def _extend(store: Store, keys: KeyManager, rows: RowRecipe, deletions: Deletions, unseal: Unseal,
-            now: Callable[[], float], chosen: Chosen, ttl: float, put: PutEpoch) -> int:
+            now: Callable[[], float], chosen: Chosen, ttl: float, put: SealingEpoch) -> int:
     """extend_rows's one write transaction, the rows moved into ``put``'s epoch."""
     user_id = chosen.user_id
     index = keys.index_key()

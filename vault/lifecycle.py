@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from keys import NO_OWNER_KEYS, KeyManager, OwnerKeyset, PutEpoch, RowRecipe, epoch_end, stored_epoch
+from keys import NO_OWNER_KEYS, KeyManager, OwnerKeyset, RowRecipe, SealingEpoch, epoch_end, stored_epoch
 from vault.counters import Counters
 from vault.errors import IntegrityError, InvalidArgument, KeyUnavailable, NotFound, StorageError, VaultError
 from vault.inputs import check_identifier, check_int, check_progress
@@ -86,16 +86,16 @@ class KeyLifecycle:
                 self._rewrap_row(tx, keyset, user_id, row, sealed_summary)
         return rows
 
-    def _target(self, row: StoredRow) -> PutEpoch | None:
+    def _target(self, row: StoredRow) -> SealingEpoch | None:
         """The epoch a re-wrapped row goes under: its own (rewrap keeps it), else that of its expiry; None when its
         key is gone, or a format 1 row's epoch has ended (its time is over: the row is removed, as gc would)."""
         own = stored_epoch(row.wrapped_key, row.expires_at)
         if own is not None:  # NotFound once destroyed; IntegrityError for a live epoch without a key (tampering)
-            return PutEpoch(own, self._rows.epoch_key(own))
+            return SealingEpoch(own, self._rows.epoch_key(own))
         epoch = self._keys.epochs.epoch_of_expiry(row.expires_at)
         key = self._keys.epochs.get(epoch)
         if key is not None:
-            return PutEpoch(epoch, key)
+            return SealingEpoch(epoch, key)
         if epoch_end(epoch[1], epoch[0]) <= self._now():
             return None
         raise _NeedEpoch(row.expires_at)

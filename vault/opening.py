@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 from keyring.backend import KeyringBackend
 
-from keys import DeletionLedgers, KeyManager, KeyringEdge, resolve_backend
-from keys.epochs import DEFAULT_EPOCH_SECONDS as EPOCH_SECONDS
-from keys.epochs import DEFAULT_SKEW_SECONDS as EPOCH_SKEW_SECONDS
-from keys.epochs import check_length, check_skew
+from keys import CacheLimits, DeletionLedgers, KeyManager, KeyringEdge, resolve_backend
+from keys.epochs.schedule import DEFAULT_EPOCH_SECONDS as EPOCH_SECONDS
+from keys.epochs.schedule import DEFAULT_SKEW_SECONDS as EPOCH_SKEW_SECONDS
+from keys.epochs.schedule import check_length, check_skew
 from vault.errors import IntegrityError, InvalidArgument
 from vault.inputs import check_int, check_positive_setting
 from vault.quotas import MAX_SETTING, OwnerQuotas
@@ -68,7 +68,7 @@ def _key_manager(store: Store, keyring: KeyringEdge, cache_seconds: float, cache
                  epochs: tuple[int, int]) -> KeyManager:
     """The key manager of this database; a new database gets its vault id and index key atomically."""
     make: Callable[[bytes], KeyManager] = lambda vault_id: KeyManager(  # noqa: E731
-        keyring, vault_id, store.commitments, cache_ttl=cache_seconds, cache_size=cache_size,
+        keyring, vault_id, store.commitments, cache=CacheLimits(cache_seconds, cache_size),
         epoch_seconds=epochs[0], epoch_skew_seconds=epochs[1])
     existing = store.get_meta("vault_id")
     if existing is not None:

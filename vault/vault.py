@@ -220,7 +220,7 @@ class Vault(KeyMaintenance):
                     owner_tag, turn_tag, self._now(), index.row_seqs):
                 if row_id in deleted:
                     continue
-                opened = open_summary(row_id, version, expires_at, size_bytes, sealed, wrapped_key, seq)
+                opened = open_summary((seq, row_id, version, expires_at, size_bytes, sealed), wrapped_key)
                 if opened is None:  # its epoch key was destroyed: gone, as an expired row
                     continue
                 plain, legacy = opened

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
-from keys import EPOCH_CLOSED, KeyManager, OwnerKeyset, RowRecipe, RowWriter
+from keys import EPOCH_CLOSED, KeyManager, NewRow, OwnerKeyset, RowRecipe, RowWriter
 from vault.errors import KeyUnavailable, StorageError
 from vault.model import Principal, Representation, representation
 from vault.quotas import OwnerQuotas
@@ -57,7 +57,8 @@ def _write_row(store: Store, keys: KeyManager, rows: RowRecipe, guard: AbstractC
                 continue  # written yet, and a keyset is never made inside this transaction (keys/manager.py)
             admitted = quotas.admit(tx, owner_tag, chunks)
             row_id = index.row_id(seq)  # the id names the seq, so it is made under the write lock
-            writer = rows.writer(keyset, user_id, row_id, turn_id, step_num, executor_name, kind, owner_tag, epoch)
+            writer = rows.writer(keyset, NewRow(user_id, owner_tag, row_id, turn_id, step_num, executor_name, kind),
+                                 epoch)
             chunk_units, size_bytes = _insert_chunks(tx, seq, writer, admitted, summary)
             summary_text, retained = summary.finish()
             size_units = sum(chunk_units)

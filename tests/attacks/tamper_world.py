@@ -17,7 +17,7 @@ from pathlib import Path
 import keyring.errors
 import pytest
 
-from keys.epochs import epoch_end
+from keys.epochs.schedule import epoch_end
 from keys.testing import MemoryKeyring
 from tests.support.clock import T0, FakeClock
 from vault import IntegrityError, KeyUnavailable, NotFound, Principal, Vault, VaultError

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from keys.owner_marks import ALWAYS_PROBED, PROBE_GAP
+from keys.keyring.owner_marks import ALWAYS_PROBED, PROBE_GAP
 from keys.testing import MemoryKeyring
 from tests.support.clock import T0, FakeClock
 from tests.support.epochs import SKEW, E, assert_nothing_of, epoch_entries

@@ -11,7 +11,8 @@ import logging
 
 import pytest
 
-from keys.envelope import RowContext, summary_aad
+from keys.formats.context import RowContext
+from keys.formats.v1 import summary_aad
 from keys.testing import MemoryKeyring
 from vault import IntegrityError, Principal, Vault
 

@@ -11,8 +11,8 @@ import threading
 import pytest
 
 from keys.blind_index import IndexKey
-from keys.keyset import parse_single_key
-from keys.secret import Secret
+from keys.keyring.entries import parse_single_key
+from keys.keyring.secret import Secret
 from keys.testing import MemoryKeyring
 from vault import IntegrityError, NotFound, Vault, VaultError
 from vault.storage.sqlite.schema import MAX_SEQ

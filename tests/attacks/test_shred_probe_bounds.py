@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from keys import MAX_KEY_VERSION
-from keys.owner_marks import ALWAYS_PROBED, PROBE_GAP
+from keys.keyring.owner_marks import ALWAYS_PROBED, PROBE_GAP
 from keys.testing import MemoryKeyring
 from tests.support.keyring_entries import owner_key_entries
 from vault import KeyUnavailable, Principal, Vault

@@ -11,8 +11,8 @@ import sqlite3
 
 import pytest
 
-from keys.epochs import EpochKey
-from keys.keyset import serialize_single_key
+from keys.epochs.epoch_key import EpochKey
+from keys.keyring.entries import serialize_single_key
 from keys.testing import MemoryKeyring
 from tests.keys.test_epoch_keys import (
     END,

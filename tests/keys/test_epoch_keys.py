@@ -1,4 +1,4 @@
-"""The keys of expiry epochs in the keyring (keys/epoch_entries.py; threat_model.md, "Expiry epochs"): one
+"""The keys of expiry epochs in the keyring (keys/epochs/keys.py; threat_model.md, "Expiry epochs"): one
 write-once entry per epoch, reserved in the database first and checked against its commitment; destroyed after the
 epoch's end plus the skew allowance, tombstones first, finished after a crash or a keyring fault; never made again
 once destroyed (a host whose clock is behind); and a first-use race between two processes ending with one key.
@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from keyring.backend import KeyringBackend
 
-from keys import KeyManager, KeyringEdge
-from keys.epoch_marks import MARKER
-from keys.epochs import EpochKey, epoch_name
-from keys.keyset import serialize_single_key
+from keys import CacheLimits, KeyManager, KeyringEdge
+from keys.epochs.epoch_key import EpochKey, epoch_name
+from keys.epochs.marks import MARKER
+from keys.keyring.entries import serialize_single_key
 from keys.testing import MemoryKeyring
 from tests.support.file_keyring import FileKeyring, load
 from tests.support.repository import calling, child_env
@@ -57,13 +57,13 @@ KeyringBackend._classes.discard(FaultyKeyring)
 
 def epochs_of(store, ring, **settings):
     """The epoch keys of one process: its own manager (and cache) over the shared database and keyring."""
-    return KeyManager(KeyringEdge(ring, timeout=5), VAULT_ID, store.commitments, cache_ttl=60, cache_size=64,
+    return KeyManager(KeyringEdge(ring, timeout=5), VAULT_ID, store.commitments, cache=CacheLimits(60, 64),
                       epoch_skew_seconds=SKEW, **settings).epochs
 
 
 def epoch_entries(ring: MemoryKeyring) -> list[str]:
     """The keyring's epoch key entries (not the "destroyed through" and "probed through" markers beside them,
-    keys/epoch_marks.py)."""
+    keys/epochs/marks.py)."""
     return sorted(user for service, user in ring.secrets if service == SERVICE and not user.endswith("-through"))
 
 

@@ -1,5 +1,5 @@
-"""The keyring's "destroyed through" marker of expiry epochs (keys/epoch_marks.py), the probe for entries the
-database no longer lists and the sweep's rules (keys/epoch_sweep.py), and the check a put makes inside its transaction
+"""The keyring's "destroyed through" marker of expiry epochs (keys/epochs/marks.py), the probe for entries the
+database no longer lists and the sweep's rules (keys/epochs/sweep.py), and the check a put makes inside its transaction
 (``EpochKeys.still_recorded``): a restored backup of the database, its clock wound back, reads a destroyed epoch's
 key as gone (NotFound for its rows), never as a missing key; only a key not known destroyed is KeyUnavailable."""
 
@@ -10,8 +10,8 @@ import sqlite3
 
 import pytest
 
-from keys.epoch_sweep import MAX_ATTEMPTS
-from keys.keyset import serialize_single_key
+from keys.epochs.sweep import MAX_ATTEMPTS
+from keys.keyring.entries import serialize_single_key
 from keys.testing import MemoryKeyring
 from tests.keys.test_epoch_attacks import plant
 from tests.keys.test_epoch_keys import (

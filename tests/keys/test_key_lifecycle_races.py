@@ -11,8 +11,8 @@ import pytest
 from keyring.backend import KeyringBackend
 from keyring.errors import KeyringLocked
 
-from keys.keyring_edge import KeyringEdge
-from keys.secret import Secret
+from keys.keyring.edge import KeyringEdge
+from keys.keyring.secret import Secret
 from keys.testing import MemoryKeyring
 from tests.support.keyring_entries import owner_key_entries
 from vault import InvalidArgument, KeyUnavailable, NotFound, Principal, Vault, storage

@@ -13,8 +13,9 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 
-from keys.aead import BlockPermutation
 from keys.blind_index import IndexKey
+from keys.crypto import kdf
+from keys.crypto.aead import BlockPermutation
 from keys.errors import IntegrityError
 from vault.storage.sqlite.schema import MAX_SEQ
 
@@ -81,7 +82,7 @@ def test_row_id_key_is_hkdf_expand_of_the_index_key_and_apart_from_its_other_out
     index = IndexKey(raw)
     row_key = HKDFExpand(hashes.SHA256(), 32, b"scratchvault/row-id-key/v1").derive(raw)
     assert BlockPermutation(row_key).encrypt(bytes(16)) == index._row_ids.encrypt(bytes(16))
-    others = {index._mac(b"scratchvault/audit-key/v1\x01"), index._mac(b"scratchvault/owner-name-key/v1\x01"),
+    others = {kdf.mac(raw, b"scratchvault/audit-key/v1\x01"), kdf.mac(raw, b"scratchvault/owner-name-key/v1\x01"),
               index.owner_tag(""), index.owner_tag("scratchvault/row-id-key/v1\x01"), index.turn_tag(b"", ""),
               index.commitment(b"")}
     assert row_key not in others

@@ -1,4 +1,4 @@
-"""The row recipe (keys/rowseal.py) on its own, as age's stream tests do: the chunk writer's invariants, and the
+"""The row recipe (keys/recipe.py) on its own, as age's stream tests do: the chunk writer's invariants, and the
 chunk reader refusing a missing, extra, reordered, resized, truncated or foreign chunk before returning any of
 its bytes."""
 
@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from keys import CHUNK_BYTES, OwnerKeyset, PutEpoch, RowRecipe
-from keys.envelope import RowContext
-from keys.epochrow import summary_aad_v3, summary_aads_v3
-from keys.epochs import EpochKey
+from keys import CHUNK_BYTES, NewRow, OwnerKeyset, RowRecipe, SealingEpoch
+from keys.epochs.epoch_key import EpochKey
+from keys.formats.context import Columns, RowContext
+from keys.formats.v3 import summary_aad_v3, summary_aads_v3
 from vault import IntegrityError
 
 VAULT_ID, ROW_ID, OTHER_ROW = bytes(range(16)), bytes(16), b"\x01" * 16
@@ -23,7 +23,7 @@ PIECES = [b"a" * CHUNK_BYTES, b"b" * CHUNK_BYTES, b"c" * 100]
 
 EPOCH_KEY = EpochKey.generate()
 EXPIRES = 2e9
-EPOCH = PutEpoch((3600, int(EXPIRES) // 3600), EPOCH_KEY)
+EPOCH = SealingEpoch((3600, int(EXPIRES) // 3600), EPOCH_KEY)
 
 
 class OneOwner:
@@ -42,7 +42,7 @@ class OneOwner:
 
 def sealed_row(recipe: RowRecipe, keyset: OwnerKeyset, row_id: bytes = ROW_ID, kind: str = "binary"):
     """A row of three chunks as put seals it: (the stored row, its sealed chunks, its metadata facts)."""
-    writer = recipe.writer(keyset, "alice", row_id, "turn", 1, "tool", kind, OWNER_TAG, EPOCH)
+    writer = recipe.writer(keyset, NewRow("alice", OWNER_TAG, row_id, "turn", 1, "tool", kind), EPOCH)
     chunks = [writer.seal_chunk(piece, index == len(PIECES) - 1) for index, piece in enumerate(PIECES)]
     wrapped, metadata, _ = writer.finish(OWNER_TAG, TURN_TAG, EXPIRES, sum(map(len, PIECES)), b"meta", b"summary")
     row = SimpleNamespace(row_id=row_id, owner_tag=OWNER_TAG, turn_tag=TURN_TAG, key_version=keyset.primary,
@@ -102,11 +102,11 @@ def test_a_damaged_chunk_sequence_is_an_integrity_error(recipe_and_keyset, attac
 
 def test_the_writer_refuses_a_chunk_after_the_last_and_a_row_without_one(recipe_and_keyset):
     recipe, keyset = recipe_and_keyset
-    writer = recipe.writer(keyset, "alice", ROW_ID, "turn", 1, "tool", "text", OWNER_TAG, EPOCH)
+    writer = recipe.writer(keyset, NewRow("alice", OWNER_TAG, ROW_ID, "turn", 1, "tool", "text"), EPOCH)
     writer.seal_chunk(b"only", True)
     with pytest.raises(IntegrityError):
         writer.seal_chunk(b"more", False)
-    unfinished = recipe.writer(keyset, "alice", ROW_ID, "turn", 1, "tool", "text", OWNER_TAG, EPOCH)
+    unfinished = recipe.writer(keyset, NewRow("alice", OWNER_TAG, ROW_ID, "turn", 1, "tool", "text"), EPOCH)
     unfinished.seal_chunk(b"first", False)
     with pytest.raises(IntegrityError):
         unfinished.finish(OWNER_TAG, TURN_TAG, EXPIRES, 5, b"meta", b"summary")
@@ -129,4 +129,5 @@ def test_a_listings_format_3_summary_aad_is_byte_for_byte_the_documented_one(vau
                                                                              size, version, length, epoch):
     """The per-turn fast path (summary_aads_v3) builds exactly summary_aad_v3's bytes, row ids of any length."""
     fast = summary_aads_v3(vault_id, owner, turn)(row_id, expires, size, version, length, epoch)
-    assert fast == summary_aad_v3(RowContext(vault_id, row_id), owner, turn, expires, size, version, length, epoch)
+    columns = Columns(row_id, owner, turn, size)
+    assert fast == summary_aad_v3(RowContext(vault_id, row_id), columns, expires, version, (length, epoch))

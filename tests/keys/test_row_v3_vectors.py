@@ -19,10 +19,10 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF, HKDFExpand
 
-from keys.datakey import DataKey
-from keys.epochs import EpochKey
+from keys.epochs.epoch_key import EpochKey
 from keys.errors import IntegrityError
-from keys.keyset import OwnerKeyset
+from keys.formats.data_key import DataKey
+from keys.owner_keyset import OwnerKeyset
 from keys.testing import MemoryKeyring
 from tests.support.clock import FakeClock
 from tests.support.keyring_entries import holds_a_key
@@ -150,8 +150,8 @@ def expected_summary() -> SummaryRecord:
 
 def bound(version: int = VERSION, epoch_key: bytes | None = None, epoch: int = EPOCH):
     keyset = OwnerKeyset(VERSION, {1: raw("owner_key_v1"), VERSION: raw("owner_key")})
-    return keyset.epoch_bound(version, EpochKey(epoch_key or raw("epoch_key")), raw("vault_id"), out("owner_tag"),
-                              LENGTH, epoch)
+    return keyset.epoch_keys(version, EpochKey(epoch_key or raw("epoch_key")), raw("vault_id"), out("owner_tag"),
+                             (LENGTH, epoch))
 
 
 def test_the_frozen_bytes_open_back_to_the_inputs_through_keys_and_nowhere_else():

@@ -1,4 +1,4 @@
-"""Known-answer vectors: Wycheproof AES-256-GCM through keys.aead, our own frozen row format v1 (still read),
+"""Known-answer vectors: Wycheproof AES-256-GCM through keys.crypto.aead, our own frozen row format v1 (still read),
 and the summary record of format 2 (what the vault writes now).
 
 The files are in tests/vectors/ (provenance in its README.md). Nothing here regenerates them: a difference
@@ -11,24 +11,19 @@ import json
 
 import pytest
 
-from keys.aead import Aead
 from keys.blind_index import IndexKey
-from keys.datakey import DataKey
-from keys.envelope import (
-    RowContext,
-    chunk_aad,
-    chunk_nonce,
-    context_digest,
-    meta_aad,
-    summary_aad,
-    summary_aad_v2,
-    wrap_aad,
-)
+from keys.crypto.aead import Aead
 from keys.errors import IntegrityError
-from keys.keyring_edge import KeyringEdge
-from keys.keyset import OwnerKeyset, parse_single_key
-from keys.owner_entries import OwnerEntries
-from keys.secret import Secret
+from keys.formats.context import RowContext
+from keys.formats.data_key import DataKey
+from keys.formats.stream import chunk_aad, chunk_nonce, context_digest
+from keys.formats.v1 import meta_aad, summary_aad, wrap_aad
+from keys.formats.v2 import summary_aad_v2
+from keys.keyring.edge import KeyringEdge
+from keys.keyring.entries import parse_single_key
+from keys.keyring.owner_entries import OwnerEntries
+from keys.keyring.secret import Secret
+from keys.owner_keyset import OwnerKeyset
 from keys.testing import MemoryKeyring
 from tests.support.clock import FakeClock
 from tests.support.repository import ROOT

@@ -24,7 +24,7 @@ from tests.storage.contract_support import NOW, OTHER_OWNER, OTHER_TURN, OWNER, 
 from vault import IntegrityError, StorageError, VaultError
 from vault.storage import StoredRow
 
-EPOCH_WRAPPED = b"\x03" + bytes(64)  # the size and first byte of a format 3 wrapped key (keys/epochrow.py)
+EPOCH_WRAPPED = b"\x03" + bytes(64)  # the size and first byte of a format 3 wrapped key (keys/formats/v3.py)
 
 
 class StoreContract(KeyBookkeepingContract, DeletesContract, EpochRecordsContract, BookkeepingAttacksContract):

@@ -15,7 +15,7 @@ ENDS = (E + 1) * HOUR
 
 
 class EpochRecordsContract:
-    """What keys/epoch_entries.py asks of a store; the ``store`` fixture comes from StoreContract."""
+    """What keys/epochs/keys.py asks of a store; the ``store`` fixture comes from StoreContract."""
 
     def test_an_epochs_attempts_are_reserved_outside_transactions_and_never_reused(self, store):
         records = store.commitments

@@ -1,6 +1,6 @@
 """Every key the code handles during a test, and where one of them turns up in an error's traceback.
 
-``KeyRecorder`` wraps the places a key enters the cryptography: the AES-GCM and AES constructors of keys/aead.py
+``KeyRecorder`` wraps the places a key enters the cryptography: the AES-GCM and AES constructors of keys/crypto/aead.py
 and ``hmac.new`` (every HKDF step, every blind-index and commitment MAC is an HMAC keyed by a key), and adds the
 keys the keyring holds. ``traceback_leaks`` then searches an error, its causes and contexts: the traceback as
 rendered with locals (``TracebackException(capture_locals=True)``, what Sentry and friends show) and every frame's
@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from keyring.backend import KeyringBackend
 
-import keys.aead
+import keys.crypto.aead
 
 KEY_SIZE = 32
 _NOT_WALKED = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, type,
@@ -38,7 +38,7 @@ class KeyRecorder:
         self.keys: set[bytes] = set()
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> KeyRecorder:
-        aesgcm, cipher, new = keys.aead.AESGCM, keys.aead.Cipher, hmac.new
+        aesgcm, cipher, new = keys.crypto.aead.AESGCM, keys.crypto.aead.Cipher, hmac.new
 
         def recording_aesgcm(key: bytes) -> Any:
             self.note(key)
@@ -52,8 +52,8 @@ class KeyRecorder:
             self.note(key)
             return new(key, msg, digestmod)
 
-        monkeypatch.setattr(keys.aead, "AESGCM", recording_aesgcm)
-        monkeypatch.setattr(keys.aead, "Cipher", recording_cipher)
+        monkeypatch.setattr(keys.crypto.aead, "AESGCM", recording_aesgcm)
+        monkeypatch.setattr(keys.crypto.aead, "Cipher", recording_cipher)
         monkeypatch.setattr(hmac, "new", recording_hmac)
         return self
 

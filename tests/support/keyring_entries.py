@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from keys.blind_index import IndexKey
-from keys.keyset import parse_single_key
-from keys.secret import Secret
+from keys.keyring.entries import parse_single_key
+from keys.keyring.secret import Secret
 
 
 def index_key_from(get_password: Callable[[str, str], str | None], index_service: str) -> IndexKey:

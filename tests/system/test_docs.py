@@ -73,7 +73,7 @@ def assert_story(result: subprocess.CompletedProcess) -> None:
 def test_agent_loop_example_runs_with_the_memory_keyring():
     result = run_example("examples/agent_loop.py", "--memory-keyring")
     assert_story(result)
-    assert "keys.memory_keyring.MemoryKeyring" in result.stdout
+    assert "keys.keyring.memory.MemoryKeyring" in result.stdout
 
 
 def test_agent_loop_example_without_a_usable_keyring_says_what_to_do():

@@ -13,7 +13,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from keys.envelope import RowContext, encode_fields, meta_aad, summary_aad, summary_aad_v2, summary_aads_v2
+from keys.crypto.encoding import encode_fields
+from keys.formats.context import RowContext
+from keys.formats.v1 import meta_aad, summary_aad
+from keys.formats.v2 import summary_aad_v2, summary_aads_v2
 from vault import IntegrityError, Principal, Representation
 from vault.model import representation
 from vault.row.format import _META_HEADER, _SUMMARY_HEADER, KINDS, Metadata, SummaryRecord

@@ -65,7 +65,7 @@ def test_it_is_never_chosen_by_default_nor_by_keyring_s_own_selection(tmp_path):
     to keyring's own selection is refused too: it has no priority, so it can never be auto-selected."""
     probe = ("import sys\nfrom vault import Vault, KeyUnavailable\n"
              "try:\n    Vault.open(sys.argv[1])\nexcept KeyUnavailable:\n    sys.exit(3)\n")
-    for backend in ("keyring.backends.fail.Keyring", "keys.memory_keyring.MemoryKeyring"):
+    for backend in ("keyring.backends.fail.Keyring", "keys.keyring.memory.MemoryKeyring"):
         result = subprocess.run([sys.executable, "-W", "error", "-c", probe, str(tmp_path / "v.db")], cwd=ROOT,
                                 env=child_env(PYTHON_KEYRING_BACKEND=backend), capture_output=True, text=True,
                                 timeout=60, check=False)

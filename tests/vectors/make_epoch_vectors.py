@@ -1,4 +1,4 @@
-"""Generate tests/vectors/epoch_keys_v1.json: frozen known-answer vectors of expiry epochs (keys/epochs.py;
+"""Generate tests/vectors/epoch_keys_v1.json: frozen known-answer vectors of expiry epochs (keys/epochs/;
 threat_model.md, "Expiry epochs"): epoch numbers of expiries on and around boundaries, the combined PRK, the wrap
 and summary keys, the epoch key's commitment and its keyring entry name.
 

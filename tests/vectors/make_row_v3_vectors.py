@@ -1,6 +1,6 @@
 """Generate tests/vectors/row_format_v3.json: frozen known-answer vectors of row format 3, a row whose
 data key is wrapped, and whose summary is sealed, under keys derived from its owner key version and the key of the
-expiry epoch its expiry falls in (keys/epochrow.py; threat_model.md, "Row format 3").
+expiry epoch its expiry falls in (keys/formats/v3.py; threat_model.md, "Row format 3").
 
 Run by hand, once per format version, from the repository root::
 
@@ -9,7 +9,7 @@ Run by hand, once per format version, from the repository root::
 
 The row is sealed exactly as ``Vault.put`` seals one, through the public functions of ``keys/`` and ``vault/row/``,
 except that the random values (keys, row id bits, nonces) are fixed here and enter through the test seams
-``EpochBound._wrap_with_nonce``, ``EpochBound._seal_summary_with_nonce`` and ``DataKey._seal_with_nonce``.
+``OwnerEpochKeys._wrap_with_nonce``, ``OwnerEpochKeys._seal_summary_with_nonce`` and ``DataKey._seal_with_nonce``.
 ``tests/keys/test_row_v3_vectors.py`` recomputes every output through ``keys/``, and the keys, the AADs and every
 sealed part a second way from the documented layout with the ``cryptography`` package alone (HKDF, HMAC, AESGCM,
 AES-ECB), so a change of ``keys/`` that also regenerated this file is still caught. Regenerating the file to make
@@ -23,13 +23,16 @@ import json
 import sys
 from pathlib import Path
 
-from keys import epochs
 from keys.blind_index import IndexKey
-from keys.datakey import DataKey
-from keys.envelope import RowContext, chunk_aad, chunk_nonce, context_digest, meta_aad
-from keys.epochrow import summary_aad_v3, wrap_aad_v3
-from keys.epochs import EpochKey
-from keys.keyset import OwnerKeyset
+from keys.epochs import schedule
+from keys.epochs.epoch_key import EpochKey, combine, epoch_name
+from keys.formats import v3
+from keys.formats.context import Columns, RowContext
+from keys.formats.data_key import DataKey
+from keys.formats.stream import chunk_aad, chunk_nonce, context_digest
+from keys.formats.v1 import meta_aad
+from keys.formats.v3 import summary_aad_v3, wrap_aad_v3
+from keys.owner_keyset import OwnerKeyset
 from vault.row.chunks import chunked, text_pieces
 from vault.row.format import Metadata, SummaryRecord
 from vault.storage.sqlite.schema import MAX_CHUNKS
@@ -87,16 +90,17 @@ def outputs(given: dict) -> dict:
     version, length, user_id = given["key_version"], given["epoch_seconds"], given["user_id"]
     row = row_parts(given)
     owner_tag, turn_tag, size, expires = row["owner_tag"], row["turn_tag"], row["size_bytes"], given["expires_at"]
-    number = epochs.epoch_of(expires, length)
+    number = schedule.epoch_of(expires, length)
     keyset = OwnerKeyset(version, {1: raw["owner_key_v1"], version: raw["owner_key"]})
     epoch_key, data_key = EpochKey(raw["epoch_key"]), DataKey(raw["data_key"])
-    bound = keyset.epoch_bound(version, epoch_key, raw["vault_id"], owner_tag, length, number)
+    bound = keyset.epoch_keys(version, epoch_key, raw["vault_id"], owner_tag, (length, number))
     ctx = RowContext(raw["vault_id"], row["row_id"])
-    prk = epochs.combine(raw["owner_key"], raw["epoch_key"])
+    prk = combine(raw["owner_key"], raw["epoch_key"])
     digest = context_digest(user_id, given["turn_id"], given["step_num"], given["executor_name"],
                             given["content_kind"])
     aads = {"wrap_aad": wrap_aad_v3(ctx, user_id, version, length, number),
-            "summary_aad": summary_aad_v3(ctx, owner_tag, turn_tag, expires, size, version, length, number),
+            "summary_aad": summary_aad_v3(ctx, Columns(row["row_id"], owner_tag, turn_tag, size), expires, version,
+                                          (length, number)),
             "metadata_aad": meta_aad(ctx, owner_tag, turn_tag, expires, size), "chunk_aad": chunk_aad(ctx, digest)}
     vault_hex = raw["vault_id"].hex()
     result = {
@@ -113,9 +117,9 @@ def outputs(given: dict) -> dict:
                             epoch_key.commitment(raw["vault_id"], length, number)),
         "prk": ("HKDF-Extract(salt 'scratchvault/epoch-combiner/v1', owner key v || epoch key)", prk),
         "wrap_key": ("HKDF-Expand(PRK, fields('scratchvault/epoch-wrap/v1', vault_id, owner tag, v u32, E u64, "
-                     "e u64), 32)", epochs.wrap_key(prk, raw["vault_id"], owner_tag, version, length, number)),
+                     "e u64), 32)", v3.wrap_key(prk, raw["vault_id"], owner_tag, version, length, number)),
         "summary_key": ("HKDF-Expand(PRK, fields('scratchvault/epoch-summary/v1', vault_id, v u32, turn tag, E u64, "
-                        "e u64), 32)", epochs.summary_key(prk, raw["vault_id"], version, turn_tag, length, number)),
+                        "e u64), 32)", v3.summary_key(prk, raw["vault_id"], version, turn_tag, length, number)),
         "context_digest": ("envelope.context_digest of the row", digest),
         "wrap_aad": ("fields('scratchvault/wrap/v3', vault_id, row_id, user_id, v u64, E u64, e u64)",
                      aads["wrap_aad"]),
@@ -142,7 +146,7 @@ def outputs(given: dict) -> dict:
     outs["chunk_nonce_0"] = {"how": "envelope.chunk_nonce(0, last=True)", "expect": chunk_nonce(0, True).hex()}
     outs["epoch"] = {"how": "e = floor(expires_at) // E", "expect": number}
     outs["epoch_end"] = {"how": "(e + 1) * E: the row's copies die once gc runs after this plus the skew allowance",
-                         "expect": epochs.epoch_end(number, length)}
+                         "expect": schedule.epoch_end(number, length)}
     outs["size_bytes"] = {"how": "rows.size_bytes", "expect": size}
     outs["chunk_units"] = {"how": "characters per chunk (metadata chunk_units)",
                            "expect": [c.units for c in row["chunks"]]}
@@ -155,7 +159,7 @@ def outputs(given: dict) -> dict:
                    for v in (1, version)]}
     outs["keyring_epoch_entry"] = {
         "how": "(service, user = E '.' e '.' attempt, password) of the epoch key",
-        "expect": [f"scratchvault/{vault_hex}/epoch-key", epochs.epoch_name(length, number, given["epoch_attempt"]),
+        "expect": [f"scratchvault/{vault_hex}/epoch-key", epoch_name(length, number, given["epoch_attempt"]),
                    epoch_key.entry().reveal()]}
     return outs
 

@@ -26,18 +26,12 @@ import sys
 from pathlib import Path
 
 from keys.blind_index import IndexKey
-from keys.datakey import DataKey
-from keys.envelope import (
-    RowContext,
-    chunk_aad,
-    chunk_nonce,
-    context_digest,
-    meta_aad,
-    summary_aad,
-    summary_aad_v2,
-    wrap_aad,
-)
-from keys.keyset import OwnerKeyset
+from keys.formats.context import RowContext
+from keys.formats.data_key import DataKey
+from keys.formats.stream import chunk_aad, chunk_nonce, context_digest
+from keys.formats.v1 import meta_aad, summary_aad, wrap_aad
+from keys.formats.v2 import summary_aad_v2
+from keys.owner_keyset import OwnerKeyset
 from vault.row.chunks import chunked, text_pieces
 from vault.row.format import Metadata, SummaryRecord, _runs
 from vault.storage.sqlite.schema import MAX_CHUNKS

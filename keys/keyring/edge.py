@@ -16,8 +16,8 @@ from keyring.backend import KeyringBackend
 from keyring.errors import KeyringLocked, NoKeyringError, PasswordDeleteError
 
 from keys.errors import InvalidArgument, KeyUnavailable
-from keys.memory_keyring import TRIAL, TRIAL_WARNING, TrialKeyringWarning, trial_keyring
-from keys.secret import Secret
+from keys.keyring.memory import TRIAL, TRIAL_WARNING, TrialKeyringWarning, trial_keyring
+from keys.keyring.secret import Secret
 
 REMEDY = (
     "on a Linux host without a desktop session, run a Secret Service such as GNOME Keyring "

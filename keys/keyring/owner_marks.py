@@ -18,9 +18,9 @@ the database's view, for owners whose versions passed ALWAYS_PROBED before the m
 from __future__ import annotations
 
 from keys.errors import KeyUnavailable
-from keys.keyring_edge import KeyringEdge
-from keys.keyset import MAX_VERSION
-from keys.secret import Secret
+from keys.keyring.edge import KeyringEdge
+from keys.keyring.entries import MAX_VERSION
+from keys.keyring.secret import Secret
 
 ALWAYS_PROBED = 16  # versions a shred asks the keyring for whatever any record says
 PROBE_GAP = 16  # versions past the issued mark a shred still asks for, and how far the database may number past it

@@ -9,7 +9,7 @@ hex>``): its recorded versions are read from it, never copied or rewritten, and 
 is live (threat_model.md, "Keyring entries").
 
 How far a shred or a retirement looks in the keyring never rests on the database alone: the owner's marks in the
-keyring (keys/owner_marks.py) bound it, and a version the database numbers far past them is never written.
+keyring (keys/keyring/owner_marks.py) bound it, and a version the database numbers far past them is never written.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING
 
 from keys.blind_index import tags_equal
 from keys.errors import KeyUnavailable
-from keys.keyring_edge import KeyringEdge
-from keys.keyset import OwnerKeyset, parse_single_key
-from keys.owner_marks import ALWAYS_PROBED, PROBE_GAP, OwnerMarks
+from keys.keyring.edge import KeyringEdge
+from keys.keyring.entries import parse_single_key
+from keys.keyring.owner_marks import ALWAYS_PROBED, PROBE_GAP, OwnerMarks
+from keys.owner_keyset import OwnerKeyset
 
 if TYPE_CHECKING:
     from keys.commitments import KeyCommitments
@@ -32,13 +33,21 @@ if TYPE_CHECKING:
 class OwnerEntries:
     """Reads, writes once, and deletes the keyring entries of owner key versions."""
 
-    __slots__ = ("_commitments", "_keyring", "_legacy_service", "_lock", "_service", "_vault_id", "destroyed_on_sight",
-                 "marks")
+    __slots__ = (
+        "_commitments",
+        "_keyring",
+        "_lock",
+        "_schema3_service",
+        "_service",
+        "_vault_id",
+        "destroyed_on_sight",
+        "marks",
+    )
 
     def __init__(self, keyring: KeyringEdge, vault_id: bytes, commitments: KeyCommitments) -> None:
         self._keyring, self._commitments, self._vault_id = keyring, commitments, vault_id
         prefix = "scratchvault/" + vault_id.hex()
-        self._service, self._legacy_service = prefix + "/owner-key", prefix + "/owner"
+        self._service, self._schema3_service = prefix + "/owner-key", prefix + "/owner"
         self.marks = OwnerMarks(keyring, vault_id)
         self._lock = threading.Lock()
         self.destroyed_on_sight = 0  # entries found under destroyed versions (or a fresh one) and deleted
@@ -49,8 +58,8 @@ class OwnerEntries:
         return None if stored is None else OwnerKeyset(version, {version: parse_single_key(stored, "owner key")})
 
     def write_new(self, owner_tag: bytes, version: int, keyset: OwnerKeyset) -> None:
-        """Write a version's entry once, after the owner's issued mark covers it (keys/owner_marks.py). The caller
-        holds its reservation and the database write lock, so an entry already there was left by a write that was
+        """Write a version's entry once, after the owner's issued mark covers it (keys/keyring/owner_marks.py). The
+        caller holds its reservation and the database write lock, so an entry already there was left by a write that was
         given up, or under a reservation a writer of the file rolled back: never adopted, deleted and counted
         first. A version the retired mark covers, or one numbered past the issued mark by more than PROBE_GAP (a
         reservation a writer of the database planted), is refused: nothing is written."""
@@ -68,26 +77,26 @@ class OwnerEntries:
             self._count(1)
         self._keyring.set(self._service, name, keyset.entry(version))
 
-    def legacy(self, owner_tag: bytes) -> OwnerKeyset | None:
+    def schema3_keyset(self, owner_tag: bytes) -> OwnerKeyset | None:
         """The owner's keyset in the layout of files made before schema 4, if that entry still exists."""
-        stored = self._keyring.get(self._legacy_service, owner_tag.hex())
+        stored = self._keyring.get(self._schema3_service, owner_tag.hex())
         return None if stored is None else OwnerKeyset.parse(stored)
 
-    def legacy_live_versions(self, owner_tag: bytes) -> set[int] | None:
+    def schema3_live_versions(self, owner_tag: bytes) -> set[int] | None:
         """The versions the owner's old-layout entry holds that the database records with this very key (None when
         there is no such entry): the live keys still kept there."""
-        legacy = self.legacy(owner_tag)
-        if legacy is None:
+        schema3 = self.schema3_keyset(owner_tag)
+        if schema3 is None:
             return None
         recorded = self._commitments.owner_commitments(owner_tag)
-        return {version for version in legacy.versions if version in recorded
-                and tags_equal(recorded[version], legacy.commitment(version, self._vault_id))}
+        return {version for version in schema3.versions if version in recorded
+                and tags_equal(recorded[version], schema3.commitment(version, self._vault_id))}
 
-    def _delete_legacy_if_dead(self, owner_tag: bytes) -> None:
+    def _delete_schema3_entry_if_dead(self, owner_tag: bytes) -> None:
         """Delete the owner's entry of the old layout once no live key is kept there (it is never rewritten: a
         late rewrite could bring back a destroyed key, so it is deleted whole or kept)."""
-        if self.legacy_live_versions(owner_tag) == set():
-            self._keyring.delete(self._legacy_service, owner_tag.hex())
+        if self.schema3_live_versions(owner_tag) == set():
+            self._keyring.delete(self._schema3_service, owner_tag.hex())
 
     def sweep(self, owner_tag: bytes | None, *, everything: bool = False,
               destroyed: Set[int] = frozenset()) -> int:
@@ -110,7 +119,7 @@ class OwnerEntries:
             for version, swept in mine:
                 if self._delete(tag, version) and swept:
                     late += 1
-            self._delete_legacy_if_dead(tag)
+            self._delete_schema3_entry_if_dead(tag)
             self._commitments.mark_swept(tag, [version for version, swept in mine if not swept])
         self._count(late)
         return late

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import threading
 
-from keys.epoch_marks import DestroyedThrough
+from keys.epochs.marks import EpochMark
 from keys.errors import KeyUnavailable
-from keys.keyring_edge import KeyringEdge
-from keys.secret import Secret
+from keys.keyring.edge import KeyringEdge
+from keys.keyring.secret import Secret
 
 MADE = "made-through"
 _LIST = "lengths"
@@ -31,7 +31,7 @@ class EpochLengths:
 
     def __init__(self, keyring: KeyringEdge, service: str) -> None:
         self._keyring, self._list_service = keyring, service.rsplit("/", 1)[0] + "/epoch-lengths"
-        self._made = DestroyedThrough(keyring, service, MADE)
+        self._made = EpochMark(keyring, service, MADE)
         self._recorded: set[int] = set()  # lengths this process has seen in the list
         self._listed: list[int] | None = None  # the list as this process first read it (gc's lengths)
         self._lock = threading.Lock()

@@ -1,7 +1,7 @@
 """The keys of expiry epochs in the OS keyring: one write-once entry per epoch, shared by every owner of the vault.
 
 Service ``scratchvault/<vault_id hex>/epoch-key``, user ``<length>.<epoch>.<attempt>``, the password one key
-(``scratchvault-key/1``). As with owner key versions (keys/owner_entries.py): an attempt is reserved in the
+(``scratchvault-key/1``). As with owner key versions (keys/keyring/owner_entries.py): an attempt is reserved in the
 database before its entry is written, then under the key lock the reservation is checked to still stand, the
 entry written and read back and its commitment recorded; only a recorded key is ever used, and an epoch holds
 one, so two processes racing to make it end with one (the loser tombstones its attempt, never writes it). A
@@ -9,7 +9,7 @@ write given up that lands late can only bring back its own attempt, which is nev
 next sweep. Destruction tombstones first (committed), then deletes the entries, and finishes from the tombstones
 after a keyring failure. Every sweep deletes only what an ended epoch, or a spare attempt next to a working key,
 left; destruction also probes the names of newly ended epochs for entries the database no longer lists, and keeps
-the keyring's "destroyed through" marker (keys/epoch_marks.py). threat_model.md, "Expiry epochs".
+the keyring's "destroyed through" marker (keys/epochs/marks.py). threat_model.md, "Expiry epochs".
 """
 
 from __future__ import annotations
@@ -21,27 +21,27 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from keys.blind_index import tags_equal
-from keys.cache import KeyCache
 from keys.commitments import EpochRecords
-from keys.epoch_lengths import EpochLengths
-from keys.epoch_marks import PROBED, DestroyedThrough
-from keys.epoch_sweep import MAX_ATTEMPTS, Attempt, EpochSweeper, last_destroyable
-from keys.epochs import (
+from keys.epochs.epoch_key import EpochKey, epoch_name
+from keys.epochs.lengths import EpochLengths
+from keys.epochs.marks import PROBED, EpochMark
+from keys.epochs.schedule import (
     DEFAULT_EPOCH_SECONDS,
     DEFAULT_SKEW_SECONDS,
-    EpochKey,
+    Epoch,
     check_length,
     check_skew,
     destroy_after,
     epoch_end,
-    epoch_name,
     epoch_of,
+    last_destroyable,
 )
+from keys.epochs.sweep import MAX_ATTEMPTS, Attempt, EpochSweeper
 from keys.errors import InvalidArgument, KeyUnavailable, VaultError
-from keys.keyring_edge import KeyringEdge
-from keys.keyset import parse_single_key
+from keys.keyring.cache import CacheLimits, KeyCache
+from keys.keyring.edge import KeyringEdge
+from keys.keyring.entries import parse_single_key
 
-Epoch = tuple[int, int]  # (length in seconds, epoch number)
 _REPLACED = ("the OS keyring returned a different key for an expiry epoch than the one this vault recorded (the "
              "entry was replaced, or this is another keyring); restore it from the keyring backup")
 _MISSING = ("the key of an expiry epoch this vault recorded is missing from the OS keyring (wrong keyring, or the "
@@ -80,16 +80,16 @@ class EpochKeys:
     __slots__ = ("_cache", "_keyring", "_lengths", "_lock", "_marks", "_probed", "_records", "_service", "_sweeper",
                  "_vault_id", "abandon_after", "destroyed_on_sight", "length", "skew")
 
-    def __init__(self, keyring: KeyringEdge, vault_id: bytes, records: EpochRecords, *, cache_ttl: float,
-                 cache_size: int, length: int = DEFAULT_EPOCH_SECONDS, skew: int = DEFAULT_SKEW_SECONDS) -> None:
+    def __init__(self, keyring: KeyringEdge, vault_id: bytes, records: EpochRecords, *, cache: CacheLimits,
+                 length: int = DEFAULT_EPOCH_SECONDS, skew: int = DEFAULT_SKEW_SECONDS) -> None:
         self._keyring, self._vault_id, self._records = keyring, vault_id, records
         self.length, self.skew = check_length(length), check_skew(skew)
         self._service = "scratchvault/" + vault_id.hex() + "/epoch-key"
-        self._marks = DestroyedThrough(keyring, self._service)
-        self._probed = DestroyedThrough(keyring, self._service, PROBED)  # ahead of _marks while a delete is stuck
+        self._marks = EpochMark(keyring, self._service)
+        self._probed = EpochMark(keyring, self._service, PROBED)  # ahead of _marks while a delete is stuck
         self._lengths = EpochLengths(keyring, self._service)
         self._sweeper = EpochSweeper(keyring, records, self._service, self.skew)
-        self._cache: KeyCache[EpochKey] = KeyCache(cache_size, cache_ttl)
+        self._cache: KeyCache[EpochKey] = KeyCache(cache.max_entries, cache.ttl_seconds)
         self._lock = threading.Lock()
         self.abandon_after = 2 * keyring.timeout + 60.0  # as owner key reservations (keys/manager.py)
         self.destroyed_on_sight = 0  # entries found where a reserved attempt was about to write (left, not deleted)

@@ -1,40 +1,36 @@
 """Deleting the keyring entries of destroyed expiry-epoch attempts, and looking for entries the database no longer
-lists (keys/epoch_entries.py; threat_model.md, "Expiry epochs").
+lists (keys/epochs/keys.py; threat_model.md, "Expiry epochs").
 
 * A sweep deletes the entry of an unswept tombstone once its epoch has ended (plus the skew allowance). Before
   then only a spare attempt goes (a lost race, a failed write): one whose epoch's recorded key is another attempt
   that loads and checks out. A tombstone naming the recorded key of an epoch that has not ended is a writer of the
   database asking for a live key to be erased from every copy: never swept early, reported.
 * A probe asks the keyring for the names of epochs that ended since the "destroyed through" marker
-  (keys/epoch_marks.py): every attempt from 1 to MAX_ATTEMPTS, whatever the database lists (a writer can plant
+  (keys/epochs/marks.py): every attempt from 1 to MAX_ATTEMPTS, whatever the database lists (a writer can plant
   records that number the vault's attempt past anything it lists later, then delete them). No entry is ever written
-  for an attempt above MAX_ATTEMPTS (keys/epoch_entries.py refuses it), so the probe covers every entry the vault
+  for an attempt above MAX_ATTEMPTS (keys/epochs/keys.py refuses it), so the probe covers every entry the vault
   can have made. What it finds is tombstoned and its epoch closed, then swept.
 """
 
 from __future__ import annotations
 
-import math
-
 from keys.commitments import EpochRecords
-from keys.epoch_marks import DestroyedThrough
-from keys.epochs import destroy_after, epoch_name
+from keys.epochs.epoch_key import epoch_name
+from keys.epochs.marks import EpochMark
+from keys.epochs.schedule import destroy_after, last_destroyable
 from keys.errors import KeyUnavailable, VaultError
-from keys.keyring_edge import KeyringEdge
+from keys.keyring.edge import KeyringEdge
 
 Attempt = tuple[int, int, int]  # (length, epoch number, attempt)
 MAX_ATTEMPTS = 8  # the highest attempt whose entry is ever written, and so what every probe of an epoch asks for
 PROBE_BATCH = 48  # newly ended epochs probed by one destruction at most; the next one goes on from the marker
-MAX_LIFETIME_SECONDS = 30 * 86400  # vault.inputs: the longest a row lives (without a marker, how far back to look)
+# how far back a probe with no marker at all looks: the default longest row lifetime (max_ttl_seconds,
+# vault/opening.py). A vault sets its marker before its first key of a length (EpochKeys._start_marker), so only
+# a marker the keyring lost leaves the probe to this bound
+MAX_LIFETIME_SECONDS = 30 * 86400
 
 
-def last_destroyable(now: float, length: int, skew: int) -> int:
-    """The last epoch whose key may be destroyed at ``now``: the highest e with ``(e + 1) * length + skew <= now``
-    (-1 before the first)."""
-    return math.floor(now - skew) // length - 1
-
-
-def _current(marks: DestroyedThrough, length: int, target: int) -> int | None:
+def _current(marks: EpochMark, length: int, target: int) -> int | None:
     """A marker's value, from this process's memory when it is already at ``target``, else from the keyring."""
     value = marks.known(length)
     return value if value is not None and value >= target else marks.read(length)
@@ -76,7 +72,7 @@ class EpochSweeper:
         except VaultError:  # its row malformed
             return False
 
-    def probe(self, now: float, length: int, marks: DestroyedThrough, probed: DestroyedThrough,
+    def probe(self, now: float, length: int, marks: EpochMark, probed: EpochMark,
               until: int | None = None) -> tuple[list[Attempt], int | None]:
         """Look for entries of epochs of ``length`` ended (plus the skew allowance) since the probe's cursor (the
         probed-through marker, else the destroyed-through one), and again in the epochs between the two, where an

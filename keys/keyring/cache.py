@@ -6,9 +6,16 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 V = TypeVar("V")
+
+
+class CacheLimits(NamedTuple):
+    """How many fetched keys a cache keeps, and for how long after each was fetched."""
+
+    ttl_seconds: float
+    max_entries: int
 
 
 class KeyCache(Generic[V]):

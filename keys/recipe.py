@@ -1,66 +1,39 @@
 """The row recipe: every sealed part of a row is sealed and opened here, and nowhere else.
 
 A row is a random data key (DEK) wrapped under a key derived from the owner's primary key version and the key of
-the expiry epoch its expiry falls in (format 3, keys/epochrow.py); its content as STREAM chunks under the DEK; its
-metadata record under the DEK; its summary record under the summary key of its owner key version, turn and epoch.
-Rows of formats 1 and 2 (wrapped under the owner key alone; summary under the DEK or the turn key) are still
-opened; rewrap and extension move them into an epoch. ``vault/`` hands in records as bytes and the clear columns
-it stores, and gets records back as bytes: it never builds a nonce or an AAD, and never holds key bytes. Layout
-and reasons: ``keys/envelope.py``, ``keys/epochrow.py`` and threat_model.md, "Cryptography" and "Expiry epochs".
+the expiry epoch its expiry falls in (format 3, keys/formats/v3.py); its content as STREAM chunks under the DEK
+(keys/formats/stream.py); its metadata record under the DEK; its summary record under the summary key of its owner
+key version, turn and epoch. Rows of formats 1 and 2 (wrapped under the owner key alone; summary under the DEK or
+the turn key) are still opened; rewrap and extension move them into an epoch. ``vault/`` hands in records as bytes
+and the clear columns it stores, and gets records back as bytes: it never builds a nonce or an AAD, and never holds
+key bytes. Layouts: ``keys/formats/``; reasons: threat_model.md, "Cryptography" and "Expiry epochs".
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import NamedTuple, Protocol, TypeVar
 
-from keys.aead import TAG_SIZE
-from keys.datakey import DataKey
-from keys.envelope import (
-    CHUNK_BYTES,
-    SUMMARY_V2,
-    RowContext,
-    chunk_aad,
-    context_digest,
-    meta_aad,
-    summary_aad,
-    wrap_aad,
-)
-from keys.epochrow import (
-    SUMMARY_V3,
-    WRAP_V3,
-    Columns,
-    EpochBound,
-    is_epoch_wrapped,
-    row_epoch,
-    seal_for_epoch,
-    summary_aad_v3,
-    wrap_aad_v3,
-)
-from keys.epochs import EpochKey, epoch_end
+from keys.crypto.aead import TAG_SIZE
+from keys.epochs.epoch_key import EpochKey
+from keys.epochs.schedule import Epoch, epoch_end
 from keys.errors import IntegrityError, InvalidArgument, KeyUnavailable, NotFound
-from keys.keyset import OwnerKeyset
+from keys.formats.context import Columns, RowContext, SealedRow
+from keys.formats.data_key import DataKey
+from keys.formats.dispatch import summary_format, wrapped_key_format
+from keys.formats.stream import CHUNK_BYTES, chunk_aad, context_digest
+from keys.formats.v1 import meta_aad, summary_aad, wrap_aad
+from keys.formats.v3 import SUMMARY_V3, WRAP_V3, OwnerEpochKeys, row_epoch, seal_for_epoch, summary_aad_v3, wrap_aad_v3
 from keys.manager import KeyManager
-from keys.turnsummaries import TurnSummaries, open_summary_v2, open_summary_v3
+from keys.owner_keyset import OwnerKeyset
+from keys.turn_summaries import TurnSummaries, open_stored_v2, open_v3
 
 T = TypeVar("T")
 EPOCH_CLOSED = ("the expiry epoch of this row has ended or its key was destroyed by another process: this host's clock "
                 "is behind the vault's by more than epoch_skew_seconds. Nothing was stored; correct the clock (or "
                 "raise the allowance) and retry")
-
-
-class SealedRow(Protocol):
-    """A row's clear columns and sealed envelope, as a store returns them (the store's row type has these)."""
-
-    row_id: bytes
-    owner_tag: bytes
-    turn_tag: bytes
-    key_version: int
-    expires_at: float
-    size_bytes: int
-    wrapped_key: bytes
-    metadata: bytes
 
 
 class RowMetadata(Protocol):
@@ -74,11 +47,25 @@ class RowMetadata(Protocol):
     chunk_units: tuple[int, ...]
 
 
-class PutEpoch(NamedTuple):
-    """The epoch a new or moved row is sealed under, with its key (fetched or made outside any write transaction)."""
+class SealingEpoch(NamedTuple):
+    """The epoch a row is sealed under, with its key (fetched or made outside any write transaction): a new row's,
+    or a stored row's on rewrap and extension."""
 
-    epoch: tuple[int, int]
+    epoch: Epoch
     key: EpochKey
+
+
+@dataclass(frozen=True, slots=True)
+class NewRow:
+    """A new row's owner, id and immutable context (every chunk is bound to the context)."""
+
+    user_id: str
+    owner_tag: bytes
+    row_id: bytes
+    turn_id: str
+    step_num: int
+    executor_name: str
+    content_kind: str
 
 
 class RowRecipe:
@@ -90,27 +77,26 @@ class RowRecipe:
         self._keys, self._now = keys, now
         self.vault_id = keys.vault_id
 
-    def epoch_for(self, expires_at: float, now: float) -> PutEpoch:
+    def epoch_for(self, expires_at: float, now: float) -> SealingEpoch:
         """The key of the epoch ``expires_at`` falls in, made if it has none (never for an epoch ended at ``now``).
         Called outside any write transaction: a new epoch key is reserved in one of its own first."""
         epoch = self._keys.epochs.epoch_of_expiry(expires_at)
         try:
-            return PutEpoch(epoch, self._keys.epochs.for_put(epoch, now))  # checked again in the write tx
+            return SealingEpoch(epoch, self._keys.epochs.for_put(epoch, now))  # checked again in the write tx
         except InvalidArgument:  # ended or destroyed by the time this runs: nothing is written under it
             raise KeyUnavailable(EPOCH_CLOSED) from None
 
-    def epoch_recorded(self, put: PutEpoch, recorded: bytes | None) -> bool:
+    def epoch_recorded(self, put: SealingEpoch, recorded: bytes | None) -> bool:
         """Whether ``recorded``, the epoch's key commitment as the writing transaction reads it, is still this key's
         (false once the epoch was closed by any process: a put never wraps under a destroyed key, and the key
         leaves the cache). The commitment names the key, so the attempt is not needed."""
         return self._keys.epochs.still_recorded(put.epoch, put.key, None if recorded is None else (0, recorded))
 
-    def writer(self, keyset: OwnerKeyset, user_id: str, row_id: bytes, turn_id: str, step_num: int,
-               executor_name: str, content_kind: str, owner_tag: bytes, put: PutEpoch) -> RowWriter:
+    def writer(self, keyset: OwnerKeyset, row: NewRow, put: SealingEpoch) -> RowWriter:
         """A writer for a new row under a fresh data key, its chunks bound to the row's immutable context."""
-        bound = keyset.epoch_bound(keyset.primary, put.key, self.vault_id, owner_tag, *put.epoch)
-        return RowWriter(bound, user_id, RowContext(self.vault_id, row_id),
-                         context_digest(user_id, turn_id, step_num, executor_name, content_kind))
+        keys = keyset.epoch_keys(keyset.primary, put.key, self.vault_id, row.owner_tag, put.epoch)
+        return RowWriter(keys, row.user_id, RowContext(self.vault_id, row.row_id),
+                         context_digest(row.user_id, row.turn_id, row.step_num, row.executor_name, row.content_kind))
 
     def open(self, user_id: str, row: SealedRow) -> OpenedRow:
         """Unwrap the data key and open the metadata record of a row whose owner was already checked. A row whose
@@ -125,14 +111,16 @@ class RowRecipe:
                  wrapped: bytes) -> DataKey:
         """A row's data key, from a wrapped key of format 3 (under its epoch) or format 1 (the owner key alone)."""
         context = RowContext(self.vault_id, row_id)
-        if not is_epoch_wrapped(wrapped):
-            return self.retrying(user_id, version, OwnerKeyset.unwrap, wrapped, wrap_aad(context, user_id, version))
+        if wrapped_key_format(wrapped) == 1:
+            aad = wrap_aad(context, user_id, version)
+            return self.retrying(user_id, version, lambda keyset: keyset.unwrap(version, wrapped, aad))
         epoch = row_epoch(wrapped, WRAP_V3, expires_at)
         aad = wrap_aad_v3(context, user_id, version, *epoch)
-        return self.retrying(user_id, version, _unwrap_v3, self.vault_id, self.epoch_key(epoch), owner_tag, epoch,
-                             wrapped, aad)
+        epoch_key, vault_id = self.epoch_key(epoch), self.vault_id
+        return self.retrying(user_id, version, lambda keyset: keyset.epoch_keys(
+            version, epoch_key, vault_id, owner_tag, epoch).unwrap(wrapped, aad))
 
-    def epoch_key(self, epoch: tuple[int, int]) -> EpochKey:
+    def epoch_key(self, epoch: Epoch) -> EpochKey:
         """The key of an epoch some stored row names; NotFound once it was destroyed (the row's time is over, and
         this is a copy: a restored backup, or a row written back). An epoch that has not ended and has no key
         never held a row: the row's expiry was altered."""
@@ -148,24 +136,24 @@ class RowRecipe:
         return TurnSummaries(self, user_id, owner_tag, turn_tag)
 
     def rewrap(self, keyset: OwnerKeyset, user_id: str, row: SealedRow, sealed_summary: bytes | None,
-               put: PutEpoch) -> tuple[bytes, bytes | None]:
+               put: SealingEpoch) -> tuple[bytes, bytes | None]:
         """The row's data key wrapped under the keyset's primary version and ``put``'s epoch (the row's own, if it
         has one: rewrap keeps a row's epoch), and its summary sealed again for both (None: a format 1 summary,
         which the DEK seals, stays). A row whose epoch key is gone is NotFound; one without a summary an
         IntegrityError (OpenedRow.summary)."""
         data_key = self.data_key(user_id, row.row_id, row.owner_tag, row.key_version, row.expires_at,
                                  row.wrapped_key)
-        plain, legacy = OpenedRow(self, user_id, row, data_key, RowContext(self.vault_id, row.row_id),
-                                  b"").summary(sealed_summary)
-        bound = keyset.epoch_bound(keyset.primary, put.key, self.vault_id, row.owner_tag, *put.epoch)
-        return seal_for_epoch(bound, user_id, row, row.expires_at, data_key, None if legacy else plain)
+        plain, format_1 = OpenedRow(self, user_id, row, data_key, RowContext(self.vault_id, row.row_id),
+                                    b"").summary(sealed_summary)
+        keys = keyset.epoch_keys(keyset.primary, put.key, self.vault_id, row.owner_tag, put.epoch)
+        return seal_for_epoch(keys, user_id, row, row.expires_at, data_key, None if format_1 else plain)
 
     def keyset_for_read(self, user_id: str, version: int) -> OwnerKeyset:
         """The owner's keyset holding ``version`` (ownership already checked)."""
         return self._keys.keyset_for_read(user_id, version)
 
-    def retrying(self, user_id: str, version: int, attempt: Callable[..., T], *args: object) -> T:
-        """``attempt(keyset, version, *args)`` (an open) with the owner's cached keyset, and once more with a fresh
+    def retrying(self, user_id: str, version: int, attempt: Callable[[OwnerKeyset], T]) -> T:
+        """``attempt(keyset)`` (an open under ``version``) with the owner's cached keyset, and once more with a fresh
         one if it fails: a cached keyset may be stale (shredded and re-created in another process, so versions
         restarted). Only a part that still fails is reported as tampering; a version the keyset lacks even after
         the reload that ``keyset_for_read`` makes is one at once."""
@@ -173,27 +161,21 @@ class RowRecipe:
         if version not in keyset.versions:
             raise IntegrityError("row refers to a key version this owner's keyset does not hold")
         try:
-            return attempt(keyset, version, *args)
+            return attempt(keyset)
         except IntegrityError:
             fresh = self._keys.owner_keyset(user_id, refresh=True)
             if fresh is None:
                 raise
-            return attempt(fresh, version, *args)
-
-
-def _unwrap_v3(keyset: OwnerKeyset, version: int, vault_id: bytes, epoch_key: EpochKey, owner_tag: bytes,
-               epoch: tuple[int, int], wrapped: bytes, aad: bytes) -> DataKey:
-    """A format 3 data key, under the keys of ``version`` and the epoch (a retrying attempt)."""
-    return keyset.epoch_bound(version, epoch_key, vault_id, owner_tag, *epoch).unwrap(wrapped, aad)
+            return attempt(fresh)
 
 
 class RowWriter:
     """Seals one new row: its chunks in order (each exactly once, the last one marked), then its envelope."""
 
-    __slots__ = ("_aad", "_bound", "_context", "_data_key", "_ended", "_next", "_user_id")
+    __slots__ = ("_aad", "_context", "_data_key", "_ended", "_keys", "_next", "_user_id")
 
-    def __init__(self, bound: EpochBound, user_id: str, context: RowContext, digest: bytes) -> None:
-        self._bound, self._user_id, self._context = bound, user_id, context
+    def __init__(self, keys: OwnerEpochKeys, user_id: str, context: RowContext, digest: bytes) -> None:
+        self._keys, self._user_id, self._context = keys, user_id, context
         self._data_key = DataKey.generate()
         self._aad = chunk_aad(context, digest)
         self._next, self._ended = 0, False
@@ -201,7 +183,7 @@ class RowWriter:
     @property
     def key_version(self) -> int:
         """The owner key version the row's data key is wrapped under."""
-        return self._bound.version
+        return self._keys.version
 
     def seal_chunk(self, data: bytes | memoryview, last: bool) -> bytes:
         """Seal the next chunk; its position and whether it is the last are in its nonce."""
@@ -218,7 +200,7 @@ class RowWriter:
         if not self._ended:
             raise IntegrityError("a row can't end without a marked last chunk")
         row = Columns(self._context.row_id, owner_tag, turn_tag, size_bytes)
-        wrapped, sealed_summary = seal_for_epoch(self._bound, self._user_id, row, expires_at, self._data_key, summary)
+        wrapped, sealed_summary = seal_for_epoch(self._keys, self._user_id, row, expires_at, self._data_key, summary)
         sealed_metadata = self._data_key.seal_metadata(
             metadata, meta_aad(self._context, owner_tag, turn_tag, expires_at, size_bytes))
         return wrapped, sealed_metadata, sealed_summary
@@ -266,26 +248,26 @@ class OpenedRow:
         """The summary record and whether it is of format 1 (JSON, under the DEK; format 2: under the turn key;
         format 3: under the turn and epoch key)."""
         row, recipe = self._row, self._recipe
-        if not sealed:
-            raise IntegrityError("a row's summary is missing")
-        if sealed[0] == SUMMARY_V3:
+        sealed = sealed or b""
+        found = summary_format(sealed)
+        if found == 3:
             epoch = row_epoch(sealed, SUMMARY_V3, row.expires_at)
-            aad = summary_aad_v3(self._context, row.owner_tag, row.turn_tag, row.expires_at, row.size_bytes,
-                                 row.key_version, *epoch)
-            return recipe.retrying(self._user_id, row.key_version, open_summary_v3, recipe.vault_id,
-                                   recipe.epoch_key(epoch), row.owner_tag, row.turn_tag, epoch, sealed, aad)[0], False
-        if sealed[0] == SUMMARY_V2:
-            return open_summary_v2(recipe, self._user_id, self._context, row, sealed), False
+            aad = summary_aad_v3(self._context, row, row.expires_at, row.key_version, epoch)
+            turn = (row.owner_tag, row.turn_tag, epoch)
+            return open_v3(recipe, self._user_id, row.key_version, turn, sealed, aad)[0], False
+        if found == 2:
+            return open_stored_v2(recipe, self._user_id, self._context, row, sealed), False
         return self._data_key.open_summary(sealed, summary_aad(
             self._context, row.owner_tag, row.turn_tag, row.expires_at, row.size_bytes)), True
 
-    def reseal(self, expires_at: float, metadata: bytes, summary: bytes, put: PutEpoch) -> tuple[bytes, bytes, bytes]:
+    def reseal(self, expires_at: float, metadata: bytes, summary: bytes,
+               put: SealingEpoch) -> tuple[bytes, bytes, bytes]:
         """(wrapped key, metadata, summary) sealed again for a new expiry, which is in every aad: the data key
         wrapped under the row's key version and the new expiry's epoch, the summary in format 3 whatever it was."""
         row = self._row
         keyset = self._recipe.keyset_for_read(self._user_id, row.key_version)
-        bound = keyset.epoch_bound(row.key_version, put.key, self._context.vault_id, row.owner_tag, *put.epoch)
-        wrapped, sealed_summary = seal_for_epoch(bound, self._user_id, row, expires_at, self._data_key, summary)
+        keys = keyset.epoch_keys(row.key_version, put.key, self._context.vault_id, row.owner_tag, put.epoch)
+        wrapped, sealed_summary = seal_for_epoch(keys, self._user_id, row, expires_at, self._data_key, summary)
         sealed_metadata = self._data_key.seal_metadata(
             metadata, meta_aad(self._context, row.owner_tag, row.turn_tag, expires_at, row.size_bytes))
         return wrapped, sealed_metadata, sealed_summary

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from keys.aead import KEY_SIZE, NONCE_SIZE, Aead, random_bytes
-from keys.envelope import DOMAIN_META, DOMAIN_SUMMARY, chunk_nonce, random_nonce
+from keys.crypto.aead import KEY_SIZE, NONCE_SIZE, Aead, random_bytes
 from keys.errors import IntegrityError
+from keys.formats.stream import chunk_nonce
+from keys.formats.v1 import DOMAIN_META, DOMAIN_SUMMARY, random_nonce
 
 
 class DataKey:

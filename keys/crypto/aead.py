@@ -2,7 +2,7 @@
 
 Everything above this file builds on :class:`Aead`; ``InvalidTag`` is translated to :class:`IntegrityError`
 here, at the edge, so no caller can mistake a forgery for anything else. Nonce choice is the caller's
-(see ``keys/envelope.py`` and threat_model.md, "Cryptography"). :class:`BlockPermutation` is AES-256 on one
+(see ``keys/formats/v1.py`` and threat_model.md, "Cryptography"). :class:`BlockPermutation` is AES-256 on one
 16-byte block, nothing more: row ids (``keys/blind_index.py``, threat_model.md, "Row ids").
 """
 

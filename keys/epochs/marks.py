@@ -1,6 +1,6 @@
 """The keyring's own record of how far expiry epochs have been destroyed: one entry per epoch length, user
 ``<E>.destroyed-through`` in the epoch keys' service, holding the highest epoch number of that length whose key
-destruction was committed, whose keyring names were probed, and whose entries are all gone (keys/epoch_entries.py).
+destruction was committed, whose keyring names were probed, and whose entries are all gone (keys/epochs/keys.py).
 It lives outside the database, so a restored backup of the database, or a writer of it, cannot move it back: a row
 whose epoch is at or below it and whose key is gone is expired (NotFound), not a missing key (threat_model.md,
 "Expiry epochs").
@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 
 from keys.errors import KeyUnavailable
-from keys.keyring_edge import KeyringEdge
-from keys.secret import Secret
+from keys.keyring.edge import KeyringEdge
+from keys.keyring.secret import Secret
 
 MARKER = "destroyed-through"
 _MAX_DIGITS = 19  # 2**63 - 1 has 19 decimal digits
@@ -35,7 +35,7 @@ def _parse(stored: Secret) -> int | None:
     return value if value < 2**63 else None
 
 
-class DestroyedThrough:
+class EpochMark:
     """Reads (caching the highest value seen) and raises, never lowers, the markers of one vault's epoch keys."""
 
     __slots__ = ("_keyring", "_kind", "_lock", "_seen", "_service")
@@ -90,4 +90,4 @@ class DestroyedThrough:
             self._seen[length] = max(value, self._seen.get(length, value))
 
     def __repr__(self) -> str:
-        return "<DestroyedThrough>"
+        return "<EpochMark>"
