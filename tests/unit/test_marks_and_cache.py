@@ -1,0 +1,97 @@
+"""The keyring's marks on a MemoryKeyring (keys/epochs/marks.py, keys/keyring/owner_marks.py): only ever raised,
+each kind in its own entry, a garbled entry read as none; and the cache of fetched keys (keys/keyring/cache.py):
+bounded, expiring, oldest out first."""
+
+from __future__ import annotations
+
+import pytest
+
+from keys.epochs.marks import MARKER, PROBED, EpochMark, marker_name
+from keys.errors import KeyUnavailable
+from keys.keyring.cache import KeyCache
+from keys.keyring.edge import KeyringEdge
+from keys.keyring.owner_marks import OwnerMarks
+from keys.keyring.secret import Secret
+from keys.testing import MemoryKeyring
+
+SERVICE = "scratchvault/00/epoch-key"
+OWNER = b"o" * 32
+
+
+class FailingKeyring(MemoryKeyring):
+    def get_password(self, service: str, username: str) -> str | None:
+        raise OSError("the keyring is gone")
+
+
+def edge(ring: MemoryKeyring | None = None) -> KeyringEdge:
+    return KeyringEdge(ring or MemoryKeyring(), timeout=5)
+
+
+def test_an_epoch_mark_is_raised_never_lowered_and_kept_in_its_own_entry():
+    ring = MemoryKeyring()
+    destroyed, probed = EpochMark(edge(ring), SERVICE), EpochMark(edge(ring), SERVICE, PROBED)
+    assert destroyed.read(3600) is None and not destroyed.covers(3600, 0)
+    assert destroyed.raise_to(3600, 5) and destroyed.raise_to(3600, 3)
+    assert destroyed.read(3600) == 5 and destroyed.covers(3600, 5) and not destroyed.covers(3600, 6)
+    assert probed.read(3600) is None and destroyed.read(60) is None
+    assert ring.secrets == {(SERVICE, marker_name(3600, MARKER)): "5"}
+    assert marker_name(3600) == "3600.destroyed-through" and marker_name(3600, PROBED) == "3600.probed-through"
+
+
+@pytest.mark.parametrize("text", ["", "-1", "05x", "9" * 20, str(2**63), "\u0661"])
+def test_a_garbled_epoch_mark_reads_as_none(text):
+    ring = MemoryKeyring()
+    ring.secrets[(SERVICE, marker_name(3600))] = text
+    assert EpochMark(edge(ring), SERVICE).read(3600) is None
+
+
+def test_a_failing_keyring_covers_nothing_and_a_raise_reports_failure_without_raising():
+    marks = EpochMark(edge(FailingKeyring()), SERVICE)
+    assert not marks.covers(3600, 0) and not marks.raise_to(3600, 1)
+    with pytest.raises(KeyUnavailable):
+        marks.read(3600)
+
+
+def test_owner_marks_are_raised_never_lowered_each_kind_apart_and_garbled_reads_as_zero():
+    ring = MemoryKeyring()
+    marks = OwnerMarks(edge(ring), bytes(16))
+    marks.raise_to("issued", OWNER, 20)
+    marks.raise_to("issued", OWNER, 17)
+    assert (marks.read("issued", OWNER), marks.read("retired", OWNER)) == (20, 0)
+    ring.secrets[("scratchvault/" + bytes(16).hex() + "/owner-retired", OWNER.hex())] = "2147483648"
+    assert marks.read("retired", OWNER) == 0
+    edge(ring).set("x", "y", Secret("z"))  # an unrelated entry changes nothing
+    assert marks.read("issued", OWNER) == 20
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_cache_forgets_an_entry_at_its_lifetime_and_the_oldest_when_full():
+    clock = Clock()
+    cache: KeyCache[str] = KeyCache(2, 10.0, clock)
+    cache.put("a", "A")
+    clock.now = 5.0
+    cache.put("b", "B")
+    clock.now = 7.0
+    cache.put("c", "C")  # full: "a" goes
+    assert (cache.get("a"), cache.get("b"), cache.get("c")) == (None, "B", "C")
+    clock.now = 15.0  # "b" reached its lifetime
+    assert (cache.get("b"), cache.get("c"), len(cache)) == (None, "C", 1)
+    cache.invalidate("c")
+    assert len(cache) == 0
+
+
+def test_a_cache_without_lifetime_or_room_keeps_nothing_and_clear_empties_it():
+    for cache in (KeyCache[str](4, 0.0), KeyCache[str](0, 60.0)):
+        cache.put("a", "A")
+        assert cache.get("a") is None
+    cache = KeyCache[str](4, 60.0)
+    cache.put("a", "A")
+    cache.clear()
+    assert cache.get("a") is None
