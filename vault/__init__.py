@@ -1,6 +1,6 @@
 """scratchvault: an encrypted-at-rest, ownership-checked store for large agent tool outputs."""
 
-from keys.keyring.memory import TrialKeyringWarning
+from keys import TrialKeyringWarning
 from vault.engine.tool import SCRATCHPAD_READ_TOOL, tool_declaration
 from vault.errors import (
     IntegrityError,

@@ -7,10 +7,9 @@ from collections.abc import Callable
 
 from keyring.backend import KeyringBackend
 
-from keys import CacheLimits, DeletionLedgers, KeyManager, KeyringEdge, resolve_backend
-from keys.epochs.schedule import DEFAULT_EPOCH_SECONDS as EPOCH_SECONDS
-from keys.epochs.schedule import DEFAULT_SKEW_SECONDS as EPOCH_SKEW_SECONDS
-from keys.epochs.schedule import check_length, check_skew
+from keys import DEFAULT_EPOCH_SECONDS as EPOCH_SECONDS
+from keys import DEFAULT_SKEW_SECONDS as EPOCH_SKEW_SECONDS
+from keys import CacheLimits, DeletionLedgers, KeyManager, KeyringEdge, check_length, check_skew, resolve_backend
 from vault.errors import IntegrityError, InvalidArgument
 from vault.inputs import check_int, check_positive_setting
 from vault.quotas import MAX_SETTING, OwnerQuotas

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 
-from keys.epochs.schedule import MAX_EPOCH_SECONDS, MIN_EPOCH_SECONDS
+from keys import MAX_EPOCH_SECONDS, MIN_EPOCH_SECONDS
 from vault.errors import StorageError
 from vault.storage.sql.session import KeyStore, Session
 from vault.storage.sql.values import blob, epoch_number, is_swept, whole_seconds
