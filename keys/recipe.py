@@ -16,14 +16,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, TypeVar
 
-from keys.crypto.aead import TAG_SIZE
 from keys.epochs.epoch_key import EpochKey
 from keys.epochs.schedule import Epoch, epoch_end
 from keys.errors import IntegrityError, InvalidArgument, KeyUnavailable, NotFound
 from keys.formats.context import Columns, RowContext, SealedRow
 from keys.formats.data_key import DataKey
 from keys.formats.dispatch import summary_format, wrapped_key_format
-from keys.formats.stream import CHUNK_BYTES, chunk_aad, context_digest
+from keys.formats.stream import ChunkReader, ChunkWriter, chunk_aad, context_digest
 from keys.formats.v1 import meta_aad, summary_aad, wrap_aad
 from keys.formats.v3 import SUMMARY_V3, WRAP_V3, OwnerEpochKeys, row_epoch, seal_for_epoch, summary_aad_v3, wrap_aad_v3
 from keys.manager import KeyManager
@@ -172,13 +171,12 @@ class RowRecipe:
 class RowWriter:
     """Seals one new row: its chunks in order (each exactly once, the last one marked), then its envelope."""
 
-    __slots__ = ("_aad", "_context", "_data_key", "_ended", "_keys", "_next", "_user_id")
+    __slots__ = ("_chunks", "_context", "_data_key", "_keys", "_user_id")
 
     def __init__(self, keys: OwnerEpochKeys, user_id: str, context: RowContext, digest: bytes) -> None:
         self._keys, self._user_id, self._context = keys, user_id, context
         self._data_key = DataKey.generate()
-        self._aad = chunk_aad(context, digest)
-        self._next, self._ended = 0, False
+        self._chunks = ChunkWriter(self._data_key, chunk_aad(context, digest))
 
     @property
     def key_version(self) -> int:
@@ -187,17 +185,12 @@ class RowWriter:
 
     def seal_chunk(self, data: bytes | memoryview, last: bool) -> bytes:
         """Seal the next chunk; its position and whether it is the last are in its nonce."""
-        if self._ended:
-            raise IntegrityError("a row has no chunk after its last")
-        sealed = self._data_key.seal_chunk(self._next, last, data, self._aad)
-        self._next += 1
-        self._ended = last
-        return sealed
+        return self._chunks.seal(data, last)
 
     def finish(self, owner_tag: bytes, turn_tag: bytes, expires_at: float, size_bytes: int, metadata: bytes,
                summary: bytes) -> tuple[bytes, bytes, bytes]:
         """(wrapped data key, sealed metadata, sealed summary), each bound to the row's clear columns."""
-        if not self._ended:
+        if not self._chunks.ended:
             raise IntegrityError("a row can't end without a marked last chunk")
         row = Columns(self._context.row_id, owner_tag, turn_tag, size_bytes)
         wrapped, sealed_summary = seal_for_epoch(self._keys, self._user_id, row, expires_at, self._data_key, summary)
@@ -219,30 +212,12 @@ class OpenedRow:
 
     def chunks(self, sealed: Iterable[tuple[int, bytes]], first: int, last: int,
                metadata: RowMetadata) -> Iterator[memoryview]:
-        """Open chunks ``first..last`` from ``sealed`` (index, blob) pairs in order, each into one reused buffer:
-        a view is valid only until the next is asked for. A missing, extra, moved or resized chunk is an
-        IntegrityError; so is a chunk of another row, context or position (its AAD or nonce differs)."""
-        chunk_units = metadata.chunk_units
+        """Open chunks ``first..last`` from ``sealed`` (index, blob) pairs in order (``ChunkReader.open``: a view is
+        valid only until the next is asked for), bound to the row's immutable context its metadata records."""
         aad = chunk_aad(self._context, context_digest(metadata.user_id, metadata.turn_id, metadata.step_num,
                                                       metadata.executor_name, metadata.content_kind))
-        final = len(chunk_units) - 1
-        binary = metadata.content_kind == "binary"
-        buffer = memoryview(bytearray(CHUNK_BYTES))
-        expected = first
-        for index, blob in sealed:
-            if index != expected:
-                raise IntegrityError("a content chunk is missing")
-            if index > last:  # a store that hands out more than was asked for: never read past the slice
-                raise IntegrityError("a content chunk is extra")
-            size = len(blob) - TAG_SIZE
-            if not 0 <= size <= CHUNK_BYTES or (binary and size != chunk_units[index]):
-                raise IntegrityError("a content chunk has the wrong size")
-            out = buffer[:size]
-            self._data_key.open_chunk_into(index, index == final, blob, aad, out)
-            yield out
-            expected += 1
-        if expected != last + 1:
-            raise IntegrityError("a content chunk is missing")
+        reader = ChunkReader(self._data_key, aad, metadata.chunk_units, metadata.content_kind == "binary")
+        return reader.open(sealed, first, last)
 
     def summary(self, sealed: bytes | None) -> tuple[bytes, bool]:
         """The summary record and whether it is of format 1 (JSON, under the DEK; format 2: under the turn key;

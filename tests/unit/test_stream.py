@@ -1,18 +1,23 @@
-"""STREAM chunks under one data key (keys/formats/stream.py) and the recipe's chunk reader, without a Vault: the
+"""STREAM chunks under one data key (keys/formats/stream.py), its chunk writer and reader, without a Vault: the
 nonce at its boundaries, payloads around the chunk size (0, cs-1, cs, cs+1, 2cs+500), and each way a stored
 stream can be cut, reordered, extended or moved to another row. Named for the attack each tries."""
 
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 import pytest
 
 from keys.errors import IntegrityError
 from keys.formats.context import RowContext
 from keys.formats.data_key import DataKey
-from keys.formats.stream import CHUNK_BYTES, CHUNK_COUNTER_LIMIT, chunk_aad, chunk_nonce, context_digest
-from keys.recipe import OpenedRow
+from keys.formats.stream import (
+    CHUNK_BYTES,
+    CHUNK_COUNTER_LIMIT,
+    ChunkReader,
+    ChunkWriter,
+    chunk_aad,
+    chunk_nonce,
+    context_digest,
+)
 
 CONTEXT = RowContext(bytes(16), bytes(range(16)))
 DIGEST = context_digest("alice", "turn", 1, "tool", "binary")
@@ -24,22 +29,16 @@ def split(payload: bytes) -> list[bytes]:
 
 
 def seal(data_key: DataKey, payload: bytes, context: RowContext = CONTEXT) -> list[tuple[int, bytes]]:
-    pieces, aad = split(payload), chunk_aad(context, DIGEST)
-    return [(index, data_key.seal_chunk(index, index == len(pieces) - 1, piece, aad))
-            for index, piece in enumerate(pieces)]
-
-
-def reader(data_key: DataKey, payload: bytes) -> tuple[OpenedRow, SimpleNamespace]:
-    metadata = SimpleNamespace(user_id="alice", turn_id="turn", step_num=1, executor_name="tool",
-                               content_kind="binary", chunk_units=tuple(map(len, split(payload))))
-    return OpenedRow(None, "alice", None, data_key, CONTEXT, b""), metadata  # type: ignore[arg-type]
+    pieces, writer = split(payload), ChunkWriter(data_key, chunk_aad(context, DIGEST))
+    return [(index, writer.seal(piece, index == len(pieces) - 1)) for index, piece in enumerate(pieces)]
 
 
 def read(data_key: DataKey, payload: bytes, sealed: list[tuple[int, bytes]], first: int = 0,
          last: int | None = None) -> bytes:
-    opened, metadata = reader(data_key, payload)
-    last = len(metadata.chunk_units) - 1 if last is None else last
-    return b"".join(bytes(view) for view in opened.chunks(sealed, first, last, metadata))
+    units = tuple(map(len, split(payload)))
+    reader = ChunkReader(data_key, chunk_aad(CONTEXT, DIGEST), units, exact_sizes=True)
+    last = len(units) - 1 if last is None else last
+    return b"".join(bytes(view) for view in reader.open(sealed, first, last))
 
 
 def test_the_nonce_is_domain_counter_and_last_flag_at_both_ends_of_the_counter():
@@ -106,3 +105,20 @@ def test_corrupted_chunk_fails():
     (index, blob), = seal(data_key, payload)
     with pytest.raises(IntegrityError):
         read(data_key, payload, [(index, blob[:-1] + bytes([blob[-1] ^ 1]))])
+
+
+def test_a_writer_seals_nothing_after_the_marked_last_chunk():
+    writer = ChunkWriter(DataKey.generate(), chunk_aad(CONTEXT, DIGEST))
+    writer.seal(b"a", False)
+    assert not writer.ended
+    writer.seal(b"b", True)
+    assert writer.ended
+    with pytest.raises(IntegrityError, match="after its last"):
+        writer.seal(b"c", True)
+
+
+def test_resized_chunk_of_binary_content_fails_before_it_is_opened():
+    data_key, payload = DataKey.generate(), b"x" * 10
+    reader = ChunkReader(data_key, chunk_aad(CONTEXT, DIGEST), (11,), exact_sizes=True)
+    with pytest.raises(IntegrityError, match="wrong size"):
+        list(reader.open(seal(data_key, payload), 0, 0))
