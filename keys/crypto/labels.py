@@ -2,7 +2,7 @@
 
 Each label names one purpose and the format version it was introduced in, so no two derivations, MACs or AADs can
 serialise to the same bytes. All are part of stored data (row formats, commitments, tags, ledgers): a label is
-never renamed, only a new one added. ``tests/unit/test_labels.py`` pins every value.
+never renamed, only a new one added. ``tests/unit/test_crypto_labels_and_kdf.py`` pins every value.
 """
 
 # format 1 rows: AADs of the parts sealed under a data key, and the hash of a row's immutable context
