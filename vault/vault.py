@@ -32,7 +32,8 @@ from vault.inputs import (
     expiry,
     parse_row_id,
 )
-from vault.lifecycle import REWRAP_BATCH, KeyLifecycle, KeyMaintenance
+from vault.lifecycle import REWRAP_BATCH, KeyLifecycle
+from vault.maintenance import KeyMaintenance, Maintenance
 from vault.model import Principal, ReadResult, Record, Representation, check_principal, representation
 from vault.opening import DEFAULT_KEY_CACHE_SECONDS as CACHE_SECONDS
 from vault.opening import DEFAULT_KEY_CACHE_SIZE as CACHE_SIZE
@@ -49,7 +50,7 @@ log = logging.getLogger("scratchvault")
 _LISTING_ORDER = operator.attrgetter("step_num", "created_at")  # in C: a listing sorts up to thousands
 
 
-class Vault(KeyMaintenance):
+class Vault:
     """An encrypted, ownership-checked store of observations (SQLite file by default), keys in the OS keyring."""
 
     def __init__(self, store: Store, keys: KeyManager, ledgers: DeletionLedgers, *, clock: Callable[[], float],
@@ -61,6 +62,7 @@ class Vault(KeyMaintenance):
         self._deletions = Deletions(store, keys, ledgers, self._counters, self._now, max_ttl_seconds)
         self._audit = AuditTrail(keys)
         self._lifecycle = KeyLifecycle(store, keys, self._rows, self._counters, self._now)
+        self._maintenance = KeyMaintenance(self, keys.registered_owner_names)
 
     @classmethod
     def open(cls, path: str | Path | None = None, *, keyring_backend: KeyringBackend | str | None = None,
@@ -277,6 +279,14 @@ class Vault(KeyMaintenance):
         backups or free pages, becomes unreadable), then every row of theirs. Other owners are untouched.
         Safe to run again after an interruption. Returns how many rows were deleted."""
         return self._lifecycle.shred(user_id, progress)
+
+    def maintain_keys(self, *, progress: Callable[[int], None] | None = None) -> Maintenance:
+        """gc, then rotate, rewrap and retire every registered owner's key: every key version that wrapped a row
+        deleted or expired before the call is destroyed when it returns, so no copy of the database (a backup,
+        PostgreSQL's WAL, archives, replicas) opens such a row again. Safe to run again at any time, also after
+        a failure. An owner whose step fails is reported in ``failed`` and the others still run; a StorageError
+        (the database itself) stops the run. ``progress`` gets the running total of rows re-wrapped."""
+        return self._maintenance.run(progress)
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def close(self) -> None:
