@@ -11,6 +11,7 @@ from typing import Any
 
 from vault.errors import InvalidArgument
 from vault.inputs import check_identifier, check_optional_identifier
+from vault.row.format import SummaryFields
 
 ContentKind = str  # "text" | "binary" | "json"
 
@@ -78,11 +79,10 @@ _NEW = object.__new__
     getattr(Representation, name).__set__ for name in Representation.__dataclass_fields__)
 
 
-def representation(row_id: bytes, size_bytes: int, expires_at: float, step_num: int, executor_name: str,
-                   content_kind: str, size_units: int, created_at: float, summary: str,
-                   retained: dict[str, Any]) -> Representation:
+def representation(row_id: bytes, size_bytes: int, expires_at: float, fields: SummaryFields) -> Representation:
     """What the model sees of a row (how the vault builds every Representation): its clear columns, its summary
-    record's fields in SummaryRecord's order, and the hint that tells the model how to read more."""
+    record's fields, and the hint that tells the model how to read more."""
+    step_num, executor_name, content_kind, size_units, created_at, summary, retained = fields
     row = row_id.hex()
     unit = "bytes" if content_kind == "binary" else "chars"
     rep = _NEW(Representation)

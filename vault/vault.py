@@ -21,7 +21,7 @@ from vault.audit import AuditTrail, audited
 from vault.counters import Counters
 from vault.deletions import Deletions
 from vault.errors import IntegrityError, NotFound
-from vault.extending import Chosen, extend_rows
+from vault.extending import Chosen, Extender
 from vault.inputs import (
     check_identifier,
     check_progress,
@@ -44,7 +44,7 @@ from vault.row.finding import DEFAULT_MATCHES, FindRequest, FindResult, find
 from vault.row.format import Metadata, SummaryRecord, record_fields, summary_fields
 from vault.row.slices import chunk_span, cut, joined, plaintexts, plan
 from vault.storage import Snapshot, Store, StoredRow
-from vault.writing import write_row
+from vault.writing import PutRequest, PutWriter
 
 log = logging.getLogger("scratchvault")
 _LISTING_ORDER = operator.attrgetter("step_num", "created_at")  # in C: a listing sorts up to thousands
@@ -63,6 +63,8 @@ class Vault:
         self._audit = AuditTrail(keys)
         self._lifecycle = KeyLifecycle(store, keys, self._rows, self._counters, self._now)
         self._maintenance = KeyMaintenance(self, keys.registered_owner_names)
+        self._writer = PutWriter(store, keys, self._rows, self._counters, self._quotas)
+        self._extender = Extender(store, keys, self._rows, self._deletions, self._unseal, self._now)
 
     @classmethod
     def open(cls, path: str | Path | None = None, *, keyring_backend: KeyringBackend | str | None = None,
@@ -96,8 +98,8 @@ class Vault:
         check_identifier(executor_name, "executor_name")
         ttl = check_ttl(ttl_seconds, self.max_ttl_seconds)
         created_at = self._now()
-        rep = write_row(self._store, self._keys, self._rows, self._counters.integrity_guard(), self._quotas,
-                        principal, turn_id, step_num, executor_name, observation, created_at, expiry(created_at, ttl))
+        rep = self._writer.write(PutRequest(principal, turn_id, step_num, executor_name, observation, created_at,
+                                            expiry(created_at, ttl)))
         self._counters.count("puts")
         return rep
 
@@ -132,8 +134,7 @@ class Vault:
 
     def _extend(self, chosen: Chosen, ttl: float) -> int:
         with self._counters.integrity_guard():
-            return extend_rows(self._store, self._keys, self._rows, self._deletions, self._unseal, self._now,
-                               chosen, ttl)
+            return self._extender.extend(chosen, ttl)
 
     @audited("gc")
     def gc(self, now: float | None = None, *, progress: Callable[[int], None] | None = None) -> int:
@@ -227,7 +228,7 @@ class Vault:
                     continue
                 plain, legacy = opened
                 fields = record_fields(plain, True) if legacy else summary_fields(plain)
-                found.append(representation(row_id, size_bytes, expires_at, *fields))
+                found.append(representation(row_id, size_bytes, expires_at, fields))
         found.sort(key=_LISTING_ORDER)
         return found
 
