@@ -45,8 +45,8 @@ class Chosen:
 
 
 class Extender:
-    """Extends a vault's rows: made once per vault over its store, keys, row recipe, deletions, the Vault's
-    ``unseal`` (a row whose owner was checked) and its clock."""
+    """Extends a vault's rows: made once per vault over its store, keys, row recipe, deletions, ``unseal`` (opens
+    a row whose owner was checked) and the vault's clock."""
 
     def __init__(self, store: Store, keys: KeyManager, rows: RowRecipe, deletions: Deletions, unseal: Unseal,
                  now: Callable[[], float]) -> None:

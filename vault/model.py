@@ -11,7 +11,7 @@ from typing import Any
 
 from vault.errors import InvalidArgument
 from vault.inputs import check_identifier, check_optional_identifier
-from vault.row.format import SummaryFields
+from vault.row.format import Metadata, SummaryFields, SummaryRecord
 
 ContentKind = str  # "text" | "binary" | "json"
 
@@ -155,3 +155,13 @@ class ReadResult:
     def __repr__(self) -> str:
         return (f"ReadResult(id={self.id!r}, mode={self.mode!r}, full_size={self.full_size}, "
                 f"returned_size={self.returned_size}, truncated={self.truncated})")
+
+
+def full_record(row_id: bytes, key_version: int, metadata: Metadata, summary: SummaryRecord, content: Any) -> Record:
+    """The Record of a row whose metadata and summary were opened and checked against each other."""
+    return Record(
+        id=row_id.hex(), owner=Principal(metadata.user_id, metadata.actor, metadata.channel),
+        turn_id=metadata.turn_id, step_num=metadata.step_num, executor_name=metadata.executor_name,
+        content_kind=metadata.content_kind, content=content, size_bytes=metadata.size_bytes,
+        summary=summary.summary, retained=summary.retained, created_at=metadata.created_at,
+        expires_at=metadata.expires_at, key_version=key_version)

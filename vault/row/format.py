@@ -128,6 +128,14 @@ class SummaryRecord:
     def __repr__(self) -> str:
         return f"<SummaryRecord kind={self.content_kind} step={self.step_num}>"
 
+    def matching(self, metadata: Metadata) -> SummaryRecord:
+        """This record, once its step, executor, kind and size are checked against the row's metadata (sealed
+        apart, so a summary of another row is an IntegrityError)."""
+        if (self.step_num, self.executor_name, self.content_kind, self.size_units) != (
+                metadata.step_num, metadata.executor_name, metadata.content_kind, metadata.size_units):
+            raise IntegrityError("a row's summary does not match its metadata")
+        return self
+
     def fields(self) -> SummaryFields:
         """The record's fields, in order."""
         return (self.step_num, self.executor_name, self.content_kind, self.size_units, self.created_at,

@@ -26,12 +26,22 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from keys import KeyRecords, SealedLedger
 
-# (seq, row id, key version, expires_at, size_bytes, sealed summary): what a listing needs of a row, no more
-ListedRow = tuple[int, bytes, int, float, int, bytes]
+
+class ListedRow(NamedTuple):
+    """What a listing needs of a row, no more: its clear columns and its sealed summary."""
+
+    seq: int
+    row_id: bytes
+    key_version: int
+    expires_at: float
+    size_bytes: int
+    sealed_summary: bytes
+
+
 RowSeqs = Callable[[list[bytes]], list[int]]  # the seq each row id names (IndexKey.row_seqs)
 Progress = Callable[[int], None] | None
 T = TypeVar("T")

@@ -155,7 +155,7 @@ class PgReads:
                 raise IntegrityError("a row's summary is missing")
         if row_seqs([row[1] for row in found]) != [row[0] for row in found]:
             raise IntegrityError("a listed row is not where its id says")  # moved or copied: no id reaches it
-        return found
+        return [ListedRow._make(row) for row in found]
 
     def wrapped_key(self, seq: int) -> bytes:
         """The wrapped data key of row ``seq``."""
