@@ -14,7 +14,7 @@ from vault.errors import IntegrityError, StorageError
 from vault.storage.base import StoredRow
 from vault.storage.postgres import sql
 from vault.storage.postgres.connections import TRANSLATE, fetched, present
-from vault.storage.postgres.rows import FLUSH_BYTES, PgReads, with_summaries
+from vault.storage.postgres.rows import FLUSH_BYTES, PgReads, TransactionHost, with_summaries
 from vault.storage.postgres.schema import KEYS_LOCK, LOCK_CLASS, OWNER_LOCK_CLASS, check_foreign_objects
 from vault.storage.sql.session import ROW_TABLES
 from vault.storage.sql.values import blob, check_columns
@@ -31,7 +31,7 @@ class PgWriteTx(PgReads):
     BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
     READS_AHEAD = False  # each statement sees the latest commits: nothing is read ahead
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: TransactionHost) -> None:
         super().__init__(store)
         self._rows: list[dict[str, Any]] = []  # queued rows, each with its summary
         self._updates: list[tuple[str, dict[str, Any]]] = []  # queued updates (nothing reads their results)
