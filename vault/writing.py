@@ -77,7 +77,7 @@ class PutWriter:
         for attempt in range(KEYSET_ATTEMPTS):
             keyset = _keyset(store, keys, user_id, owner_tag, refresh=attempt > 0)
             with self._counters.integrity_guard(), store.transaction() as tx:
-                seq, recorded, epoch_recorded = tx.next_row(owner_tag, keyset.primary, epoch.epoch)
+                seq, recorded, epoch_recorded = tx.next_seq_and_commitments(owner_tag, keyset.primary, epoch.epoch)
                 if not rows.epoch_recorded(epoch, epoch_recorded):
                     raise KeyUnavailable(EPOCH_CLOSED)
                 if not keys.is_current(keyset, recorded):  # retired, shredded or re-created elsewhere: nothing is

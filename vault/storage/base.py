@@ -6,7 +6,7 @@ One transaction convention:
   row deleted and its seq reused between two of the call's reads);
 - writes run only inside ``store.transaction()``, which yields a :class:`WriteTx` (it reads too). It commits
   when the block ends and rolls back when it raises. Write transactions of one vault are serialised: two never
-  hand out one seq, and what a put reads in ``next_row`` still holds when it inserts;
+  hand out one seq, and what a put reads in ``next_seq_and_commitments`` still holds when it inserts;
 - the batched deletes, ``check_space``, ``stats``, ``scrub`` and ``close`` run on their own; deletes must work on
   a full disk (the SQLite store releases a ballast file for them); ``describe`` (for doctor) reads a
   database without opening it as a vault.
@@ -111,7 +111,7 @@ class Snapshot(Protocol):
 class WriteTx(Snapshot, Protocol):
     """A write transaction: the only place rows are inserted or changed."""
 
-    def next_row(self, owner_tag: bytes, key_version: int,
+    def next_seq_and_commitments(self, owner_tag: bytes, key_version: int,
                  epoch: tuple[int, int] = (0, 0)) -> tuple[int, bytes | None, bytes | None]:
         """The seq the next row gets and the recorded commitments of the owner key version and the expiry epoch's
         key that will wrap it (None if none), read together so the put can refuse a version retired or shredded,

@@ -57,9 +57,9 @@ class _Session:
         self._tx.distrust()
         raise IntegrityError(message)
 
-    def must_stick(self, tables: frozenset[str]) -> None:
+    def check_tables_before_commit(self, tables: frozenset[str]) -> None:
         """Checked before COMMIT: by then the transaction's locks keep its tables as they are until it ends."""
-        self._tx.must_stick |= tables
+        self._tx.tables_checked_at_commit |= tables
 
 
 class PostgresKeyStore:

@@ -39,7 +39,7 @@ class TransactionHost(Protocol):
     the vault's tables, and the transaction and snapshot this thread has open."""
 
     pool: Pool
-    home: str | None
+    schema: str | None
 
     def open_transaction(self) -> PgReads | None: ...
 

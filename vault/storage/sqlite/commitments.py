@@ -58,7 +58,7 @@ class _Session:
     def refuse(self, message: str) -> NoReturn:
         raise IntegrityError(message)
 
-    def must_stick(self, tables: frozenset[str]) -> None:
+    def check_tables_before_commit(self, tables: frozenset[str]) -> None:
         """Checked now: the writer lock is held, so nothing changes the schema until the transaction ends."""
         check_schema(self._connection, tables)
 

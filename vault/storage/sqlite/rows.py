@@ -207,7 +207,7 @@ class SqliteWriteTx(SqliteReads):
         finally:
             self._writers.release()
 
-    def next_row(self, owner_tag: bytes, key_version: int,
+    def next_seq_and_commitments(self, owner_tag: bytes, key_version: int,
                  epoch: tuple[int, int] = (0, 0)) -> tuple[int, bytes | None, bytes | None]:
         """The next seq, and the recorded commitments of the key version and epoch key that will seal the row (None:
         not, or no longer, recorded), in one statement."""
