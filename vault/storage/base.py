@@ -112,7 +112,7 @@ class WriteTx(Snapshot, Protocol):
     """A write transaction: the only place rows are inserted or changed."""
 
     def next_seq_and_commitments(self, owner_tag: bytes, key_version: int,
-                 epoch: tuple[int, int] = (0, 0)) -> tuple[int, bytes | None, bytes | None]:
+                                 epoch: tuple[int, int] = (0, 0)) -> tuple[int, bytes | None, bytes | None]:
         """The seq the next row gets and the recorded commitments of the owner key version and the expiry epoch's
         key that will wrap it (None if none), read together so the put can refuse a version retired or shredded,
         or an epoch closed, meanwhile."""

@@ -152,7 +152,7 @@ class PgWriteTx(PgReads):
             self._locked.add(key)
 
     def next_seq_and_commitments(self, owner_tag: bytes, key_version: int,
-                 epoch: tuple[int, int] = (0, 0)) -> tuple[int, bytes | None, bytes | None]:
+                                 epoch: tuple[int, int] = (0, 0)) -> tuple[int, bytes | None, bytes | None]:
         """The next seq (a sequence: never reused) and the recorded commitments of the key version and the epoch
         key, their rows held FOR SHARE (closing an epoch waits for this put); the owner's lock first. Lock, seq and
         commitments go in one round trip with the BEGIN."""

@@ -15,8 +15,8 @@ from vault.storage.sql import KeyRecords
 from vault.storage.sql.dialect import SQLITE
 from vault.storage.sql.session import Params, Session
 from vault.storage.sql.values import key_version
-from vault.storage.sqlite.rows import SqliteWriteTx
 from vault.storage.sqlite.schema import check_schema
+from vault.storage.sqlite.writes import SqliteWriteTx
 
 T = TypeVar("T")
 
