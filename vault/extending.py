@@ -25,7 +25,7 @@ class _EpochMoved(Exception):
 
 
 @dataclasses.dataclass(frozen=True)
-class Chosen:
+class ChosenRows:
     """The rows to extend: an owner's live rows of one turn, or (``row_id`` given) that one row of the owner's."""
 
     user_id: str
@@ -48,25 +48,25 @@ class Extender:
     """Extends a vault's rows: made once per vault over its store, keys, row recipe, deletions, ``unseal`` (opens
     a row whose owner was checked) and the vault's clock."""
 
-    def __init__(self, store: Store, keys: KeyManager, rows: RowRecipe, deletions: Deletions, unseal: Unseal,
+    def __init__(self, store: Store, keys: KeyManager, recipe: RowRecipe, deletions: Deletions, unseal: Unseal,
                  now: Callable[[], float]) -> None:
-        self._store, self._keys, self._rows, self._deletions = store, keys, rows, deletions
+        self._store, self._keys, self._recipe, self._deletions = store, keys, recipe, deletions
         self._unseal, self._now = unseal, now
 
-    def extend(self, chosen: Chosen, ttl: float) -> int:
+    def extend(self, chosen: ChosenRows, ttl: float) -> int:
         """Make the chosen live rows live at least ``ttl`` more; returns how many were extended. Rows the owner's
         ledger names are removed and never extended; if there were any, the rest is extended and committed, then
         IntegrityError says so. A ledger altered or older than the keyring's count extends nothing."""
         for _ in range(EPOCH_ATTEMPTS):
             moment = self._now()
             try:  # the epoch key is made, if new, outside any write transaction (keys/epoch_entries.py)
-                return self._extend(chosen, ttl, self._rows.epoch_for(expiry(moment, ttl), moment))
+                return self._extend(chosen, ttl, self._recipe.epoch_for(expiry(moment, ttl), moment))
             except _EpochMoved:
                 continue
         raise KeyUnavailable("the new expiry moved to another expiry epoch on every attempt; nothing was extended, "
                              "retry")
 
-    def _extend(self, chosen: Chosen, ttl: float, put: PutEpoch) -> int:
+    def _extend(self, chosen: ChosenRows, ttl: float, put: PutEpoch) -> int:
         """extend's one write transaction, the rows moved into ``put``'s epoch."""
         store, keys, deletions = self._store, self._keys, self._deletions
         user_id = chosen.user_id
@@ -80,7 +80,7 @@ class Extender:
             expires_at = expiry(moment, ttl)
             if keys.epochs.epoch_of_expiry(expires_at) != put.epoch:
                 raise _EpochMoved
-            if not self._rows.epoch_recorded(put, keys.epoch_commitment(put.epoch)):
+            if not self._recipe.epoch_recorded(put, keys.epoch_commitment(put.epoch)):
                 raise KeyUnavailable(EPOCH_CLOSED)
             for row, sealed_summary in chosen.rows(tx, index, owner_tag, moment):
                 if ledger.names(row.row_id):

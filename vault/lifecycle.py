@@ -30,9 +30,9 @@ REWRAP_BATCH = 500  # rows per transaction: a killed rewrap loses at most one ba
 class KeyLifecycle:
     """The key management an operator runs (README, "Key management"); the Vault audits each call."""
 
-    def __init__(self, store: Store, keys: KeyManager, rows: RowRecipe, counters: Counters,
+    def __init__(self, store: Store, keys: KeyManager, recipe: RowRecipe, counters: Counters,
                  now: Callable[[], float]) -> None:
-        self._store, self._keys, self._rows, self._counters, self._now = store, keys, rows, counters, now
+        self._store, self._keys, self._recipe, self._counters, self._now = store, keys, recipe, counters, now
 
     def rotate(self, user_id: str) -> int:
         """Add a new key version for an owner and make it primary; returns it."""
@@ -58,7 +58,7 @@ class KeyLifecycle:
             try:
                 rows = self._rewrap_batch(user_id, owner_tag, batch)
             except _NeedEpoch as need:  # a row of format 1 moves into an epoch that has no key yet: made outside
-                self._rows.epoch_for(need.expires_at, self._now())  # any transaction, then the batch runs again
+                self._recipe.epoch_for(need.expires_at, self._now())  # any transaction, then the batch runs again
                 continue
             if rows is None:
                 return done  # an owner without keys and without rows has nothing to re-wrap
@@ -82,12 +82,12 @@ class KeyLifecycle:
                 self._rewrap_row(tx, keyset, user_id, row, sealed_summary)
         return rows
 
-    def _target(self, row: StoredRow) -> PutEpoch | None:
+    def _rewrap_epoch(self, row: StoredRow) -> PutEpoch | None:
         """The epoch a re-wrapped row goes under: its own (rewrap keeps it), else that of its expiry; None when its
         key is gone, or a format 1 row's epoch has ended (its time is over: the row is removed, as gc would)."""
         own = stored_epoch(row.wrapped_key, row.expires_at)
         if own is not None:  # NotFound once destroyed; IntegrityError for a live epoch without a key (tampering)
-            return PutEpoch(own, self._rows.epoch_key(own))
+            return PutEpoch(own, self._recipe.epoch_key(own))
         epoch = self._keys.epochs.epoch_of_expiry(row.expires_at)
         key = self._keys.epochs.get(epoch)
         if key is not None:
@@ -102,10 +102,10 @@ class KeyLifecycle:
         row_hex = row.row_id.hex()
         with self._counters.integrity_guard(row_hex):  # counted and logged with the row id
             try:
-                target = self._target(row)
-                if target is None:
+                epoch = self._rewrap_epoch(row)
+                if epoch is None:
                     raise NotFound()
-                wrapped, resealed = self._rows.rewrap(keyset, user_id, row, sealed_summary, target)
+                wrapped, resealed = self._recipe.rewrap(keyset, user_id, row, sealed_summary, epoch)
             except NotFound:  # its epoch key is gone: unreadable anywhere, and past its time
                 tx.delete_row(row.seq, row.row_id)
                 return

@@ -21,9 +21,9 @@ _LISTING_ORDER = operator.attrgetter("step_num", "created_at")  # in C: a listin
 class TurnListing:
     """Lists a vault's turns: made once per vault over its store, keys, row recipe, deletions, counters, clock."""
 
-    def __init__(self, store: Store, keys: KeyManager, rows: RowRecipe, deletions: Deletions, counters: Counters,
+    def __init__(self, store: Store, keys: KeyManager, recipe: RowRecipe, deletions: Deletions, counters: Counters,
                  now: Callable[[], float]) -> None:
-        self._store, self._keys, self._rows, self._deletions = store, keys, rows, deletions
+        self._store, self._keys, self._recipe, self._deletions = store, keys, recipe, deletions
         self._counters, self._now = counters, now
 
     def has_rows(self, user_id: str, turn_id: str) -> bool:
@@ -38,7 +38,7 @@ class TurnListing:
         index = self._keys.index_key()
         owner_tag = index.owner_tag(user_id)
         turn_tag = index.turn_tag(owner_tag, turn_id)
-        summaries = self._rows.turn_summaries(user_id, owner_tag, turn_tag)
+        summaries = self._recipe.turn_summaries(user_id, owner_tag, turn_tag)
         found = []
         with self._counters.integrity_guard(), self._store.snapshot() as reads:
             open_summary, wrapped_key = summaries.open, reads.wrapped_key  # bound once, not once per row

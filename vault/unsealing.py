@@ -12,12 +12,12 @@ from vault.storage import StoredRow
 class RowUnsealer:
     """Opens checked rows with a vault's row recipe; ``max_chunks`` bounds the chunk list a metadata record may hold."""
 
-    def __init__(self, rows: RowRecipe, max_chunks: int) -> None:
-        self._rows, self._max_chunks = rows, max_chunks
+    def __init__(self, recipe: RowRecipe, max_chunks: int) -> None:
+        self._recipe, self._max_chunks = recipe, max_chunks
 
     def unseal(self, user_id: str, row: StoredRow) -> tuple[OpenedRow, Metadata]:
         """Unwrap the data key and open the metadata of a row whose owner was already checked."""
-        opened = self._rows.open(user_id, row)
+        opened = self._recipe.open(user_id, row)
         metadata = Metadata.decode(opened.metadata, self._max_chunks)
         if (metadata.user_id != user_id or metadata.expires_at != row.expires_at
                 or metadata.size_bytes != row.size_bytes):

@@ -20,7 +20,7 @@ from vault.audit import AuditTrail, audited
 from vault.counters import Counters
 from vault.deletions import Deletions
 from vault.errors import NotFound
-from vault.extending import Chosen, Extender
+from vault.extending import ChosenRows, Extender
 from vault.inputs import (
     check_identifier,
     check_progress,
@@ -59,16 +59,16 @@ class Vault:
         """A vault over an opened store and key manager (``Vault.open`` makes them); ``settings`` already checked."""
         self._store, self._keys, self._clock, self._quotas = store, keys, settings.clock, quotas
         self.max_read, self.max_ttl_seconds = settings.max_read, float(settings.max_ttl_seconds)
-        self._rows = RowRecipe(keys, self._now)
+        self._recipe = RowRecipe(keys, self._now)
         self._counters = Counters()
         self._deletions = Deletions(store, keys, ledgers, self._counters, self._now, self.max_ttl_seconds)
         self._audit = AuditTrail(keys)
-        self._lifecycle = KeyLifecycle(store, keys, self._rows, self._counters, self._now)
+        self._lifecycle = KeyLifecycle(store, keys, self._recipe, self._counters, self._now)
         self._maintenance = KeyMaintenance(self, keys.registered_owner_names)
-        self._writer = PutWriter(store, keys, self._rows, self._counters, quotas)
-        self._unsealer = RowUnsealer(self._rows, store.max_chunks)
-        self._extender = Extender(store, keys, self._rows, self._deletions, self._unsealer.unseal, self._now)
-        self._listing = TurnListing(store, keys, self._rows, self._deletions, self._counters, self._now)
+        self._writer = PutWriter(store, keys, self._recipe, self._counters, quotas)
+        self._unsealer = RowUnsealer(self._recipe, store.max_chunks)
+        self._extender = Extender(store, keys, self._recipe, self._deletions, self._unsealer.unseal, self._now)
+        self._listing = TurnListing(store, keys, self._recipe, self._deletions, self._counters, self._now)
 
     @classmethod
     def open(cls, path: str | Path | None = None, *, keyring_backend: KeyringBackend | str | None = None,
@@ -123,7 +123,7 @@ class Vault:
         check_identifier(turn_id, "turn_id")
         ttl = check_ttl(ttl_seconds, self.max_ttl_seconds)
         with self._counters.integrity_guard():
-            return self._extender.extend(Chosen(principal.user_id, turn_id=turn_id), ttl)
+            return self._extender.extend(ChosenRows(principal.user_id, turn_id=turn_id), ttl)
 
     @audited("extend")
     def extend(self, principal: Principal, id: str, ttl_seconds: float) -> None:
@@ -134,7 +134,7 @@ class Vault:
         if row_id is None:
             raise NotFound()
         with self._counters.integrity_guard():
-            self._extender.extend(Chosen(principal.user_id, row_id=row_id), ttl)
+            self._extender.extend(ChosenRows(principal.user_id, row_id=row_id), ttl)
 
     @audited("gc")
     def gc(self, now: float | None = None, *, progress: Callable[[int], None] | None = None) -> int:

@@ -46,9 +46,9 @@ class _Content(NamedTuple):
 class PutWriter:
     """Writes a vault's rows: made once per vault over its store, keys, row recipe, counters and quotas."""
 
-    def __init__(self, store: Store, keys: KeyManager, rows: RowRecipe, counters: Counters,
+    def __init__(self, store: Store, keys: KeyManager, recipe: RowRecipe, counters: Counters,
                  quotas: OwnerQuotas) -> None:
-        self._store, self._keys, self._rows, self._counters, self._quotas = store, keys, rows, counters, quotas
+        self._store, self._keys, self._recipe, self._counters, self._quotas = store, keys, recipe, counters, quotas
 
     def write(self, request: PutRequest) -> Representation:
         """Store one observation; returns what the model sees of it. QuotaExceeded, nothing stored, past the disk
@@ -67,24 +67,24 @@ class PutWriter:
     def _write(self, request: PutRequest, content: _Content) -> Representation:
         """The row's keyset, then its one write transaction: quotas under the write lock, chunks, envelope,
         summary (all or nothing)."""
-        store, keys, rows = self._store, self._keys, self._rows
+        store, keys, recipe = self._store, self._keys, self._recipe
         user_id, turn_id, expires_at = request.principal.user_id, request.turn_id, request.expires_at
         index = keys.index_key()
         owner_tag = index.owner_tag(user_id)
         turn_tag = index.turn_tag(owner_tag, turn_id)
         summary = SummaryBuilder(content.kind, content.json_value)
-        epoch = rows.epoch_for(expires_at, request.created_at)  # made, if new, before the write lock
+        epoch = recipe.epoch_for(expires_at, request.created_at)  # made, if new, before the write lock
         for attempt in range(KEYSET_ATTEMPTS):
             keyset = _keyset(store, keys, user_id, owner_tag, refresh=attempt > 0)
             with self._counters.integrity_guard(), store.transaction() as tx:
                 seq, recorded, epoch_recorded = tx.next_seq_and_commitments(owner_tag, keyset.primary, epoch.epoch)
-                if not rows.epoch_recorded(epoch, epoch_recorded):
+                if not recipe.epoch_recorded(epoch, epoch_recorded):
                     raise KeyUnavailable(EPOCH_CLOSED)
                 if not keys.is_current(keyset, recorded):  # retired, shredded or re-created elsewhere: nothing is
                     continue  # written yet, and a keyset is never made inside this transaction (keys/manager.py)
                 admitted = self._quotas.admit(tx, owner_tag, content.chunks)
                 row_id = index.row_id(seq)  # the id names the seq, so it is made under the write lock
-                writer = rows.writer(keyset, user_id, row_id, turn_id, request.step_num, request.executor_name,
+                writer = recipe.writer(keyset, user_id, row_id, turn_id, request.step_num, request.executor_name,
                                      content.kind, owner_tag, epoch)
                 chunk_units, size_bytes = _insert_chunks(tx, seq, writer, admitted, summary)
                 summary_text, retained = summary.finish()
