@@ -41,7 +41,7 @@ def bare_put(store: Store, keyset: OwnerKeyset, text: str) -> Callable[[], None]
         data = memoryview(text.encode())
         data_key = DataKey.generate()
         with store.transaction() as tx:
-            seq, _, _ = tx.next_row(owner_tag, 1)
+            seq, _, _ = tx.next_seq_and_commitments(owner_tag, 1)
             count = max(1, -(-len(data) // CHUNK_BYTES))
             for index in range(count):
                 chunk = data[index * CHUNK_BYTES:][:CHUNK_BYTES]

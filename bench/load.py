@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench import locktrace
@@ -97,14 +98,27 @@ class Worker:
         self.vault.gc()
 
 
-def child(index: int, db: str, secrets: dict, threads: int, seconds: float, trace: bool,
-          start: multiprocessing.synchronize.Barrier, results: multiprocessing.Queue) -> None:
-    """One process: open the vault on a copy of the keys, wait for the others, run ``threads`` workers."""
+@dataclass(frozen=True)
+class ChildPlan:
+    """What every child process runs: the database, a copy of the keyring's secrets, its threads, for how long,
+    and whether it traces its locks."""
+
+    db: str
+    secrets: dict
+    threads: int
+    seconds: float
+    trace: bool
+
+
+def child(index: int, plan: ChildPlan, start: multiprocessing.synchronize.Barrier,
+          results: multiprocessing.Queue) -> None:
+    """One process: open the vault on a copy of the keys, wait for the others, run ``plan.threads`` workers."""
+    threads, seconds, trace = plan.threads, plan.seconds, plan.trace
     keyring = MemoryKeyring()
-    keyring.secrets.update(secrets)
+    keyring.secrets.update(plan.secrets)
     if trace:
         locktrace.install()
-    with Vault.open(db, keyring_backend=keyring) as vault:
+    with Vault.open(plan.db, keyring_backend=keyring) as vault:
         workers = [Worker(vault, f"p{index}t{n}", index * threads + n) for n in range(threads)]
         start.wait()
         deadline = time.monotonic() + seconds
@@ -139,8 +153,8 @@ def run(seconds: float, processes: int, threads: int, trace: bool) -> tuple[dict
         db = Path(scratch) / "load.db"
         secrets = prepare(db)
         start, results = context.Barrier(processes + 1), context.Queue()
-        children = [context.Process(target=child, args=(n, str(db), secrets, threads, seconds, trace, start, results))
-                    for n in range(processes)]
+        plan = ChildPlan(str(db), secrets, threads, seconds, trace)
+        children = [context.Process(target=child, args=(n, plan, start, results)) for n in range(processes)]
         for process in children:
             process.start()
         start.wait(timeout=120)

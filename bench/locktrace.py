@@ -12,8 +12,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from vault.storage.sqlite.rows import SqliteWriteTx
 from vault.storage.sqlite.store import SqliteStore
+from vault.storage.sqlite.writes import SqliteWriteTx
 
 _local = threading.local()
 _timings: dict[str, list[float]] = defaultdict(list)

@@ -25,7 +25,7 @@ class _EpochMoved(Exception):
 
 
 @dataclasses.dataclass(frozen=True)
-class Chosen:
+class ChosenRows:
     """The rows to extend: an owner's live rows of one turn, or (``row_id`` given) that one row of the owner's."""
 
     user_id: str
@@ -44,54 +44,62 @@ class Chosen:
         return [(row, tx.read_summary(row.seq))]
 
 
-def extend_rows(store: Store, keys: KeyManager, rows: RowRecipe, deletions: Deletions, unseal: Unseal,
-                now: Callable[[], float], chosen: Chosen, ttl: float) -> int:
-    """Make the chosen live rows live at least ``ttl`` more; returns how many were extended. Rows the owner's
-    ledger names are removed and never extended; if there were any, the rest is extended and committed, then
-    IntegrityError says so. A ledger altered or older than the keyring's count extends nothing."""
-    for _ in range(EPOCH_ATTEMPTS):
-        moment = now()
-        try:  # the epoch key is made, if new, outside any write transaction (keys/epoch_entries.py)
-            return _extend(store, keys, rows, deletions, unseal, now, chosen, ttl,
-                           rows.epoch_for(expiry(moment, ttl), moment))
-        except _EpochMoved:
-            continue
-    raise KeyUnavailable("the new expiry moved to another expiry epoch on every attempt; nothing was extended, retry")
+class Extender:
+    """Extends a vault's rows: made once per vault over its store, keys, row recipe, deletions, ``unseal`` (opens
+    a row whose owner was checked) and the vault's clock."""
 
+    def __init__(self, store: Store, keys: KeyManager, recipe: RowRecipe, deletions: Deletions, unseal: Unseal,
+                 now: Callable[[], float]) -> None:
+        self._store, self._keys, self._recipe, self._deletions = store, keys, recipe, deletions
+        self._unseal, self._now = unseal, now
 
-def _extend(store: Store, keys: KeyManager, rows: RowRecipe, deletions: Deletions, unseal: Unseal,
-            now: Callable[[], float], chosen: Chosen, ttl: float, put: SealingEpoch) -> int:
-    """extend_rows's one write transaction, the rows moved into ``put``'s epoch."""
-    user_id = chosen.user_id
-    index = keys.index_key()
-    owner_tag = index.owner_tag(user_id)
-    floor = deletions.floor(owner_tag)
-    extended = written_back = 0
-    with store.transaction() as tx:
-        ledger = deletions.checked(tx, index, owner_tag, floor)
-        moment = now()  # after the write lock: a row that expired while we waited stays expired
-        expires_at = expiry(moment, ttl)
-        if keys.epochs.epoch_of_expiry(expires_at) != put.epoch:
-            raise _EpochMoved
-        if not rows.epoch_recorded(put, keys.epoch_commitment(put.epoch)):
-            raise KeyUnavailable(EPOCH_CLOSED)
-        for row, sealed_summary in chosen.rows(tx, index, owner_tag, moment):
-            if ledger.names(row.row_id):
-                written_back += tx.delete_row(row.seq, row.row_id) is not None
+    def extend(self, chosen: ChosenRows, ttl: float) -> int:
+        """Make the chosen live rows live at least ``ttl`` more; returns how many were extended. Rows the owner's
+        ledger names are removed and never extended; if there were any, the rest is extended and committed, then
+        IntegrityError says so. A ledger altered or older than the keyring's count extends nothing."""
+        for _ in range(EPOCH_ATTEMPTS):
+            moment = self._now()
+            try:  # the epoch key is made, if new, outside any write transaction (keys/epoch_entries.py)
+                return self._extend(chosen, ttl, self._recipe.epoch_for(expiry(moment, ttl), moment))
+            except _EpochMoved:
                 continue
-            if row.expires_at >= expires_at:
-                continue
-            opened, metadata = unseal(user_id, row)
-            plain, legacy = opened.summary(sealed_summary)
-            longer = dataclasses.replace(metadata, expires_at=expires_at)
-            tx.update_expiry(row.seq, expires_at, *opened.reseal(
-                expires_at, longer.encode(), SummaryRecord.decode(plain, legacy).encode(), put))
-            extended += 1
-    if written_back:
-        store.scrub()
-    deletions.record(owner_tag, ledger.counter, floor)
-    if written_back:
-        raise IntegrityError(f"{written_back} row(s) of this turn that their owner had deleted were back in the "
-                             "database file (written back from an older copy): they were removed again and the "
-                             f"turn's {extended} other row(s) extended. Find out who can write the data directory")
-    return extended
+        raise KeyUnavailable("the new expiry moved to another expiry epoch on every attempt; nothing was extended, "
+                             "retry")
+
+    def _extend(self, chosen: ChosenRows, ttl: float, put: SealingEpoch) -> int:
+        """extend's one write transaction, the rows moved into ``put``'s epoch."""
+        store, keys, deletions = self._store, self._keys, self._deletions
+        user_id = chosen.user_id
+        index = keys.index_key()
+        owner_tag = index.owner_tag(user_id)
+        floor = deletions.floor(owner_tag)
+        extended = written_back = 0
+        with store.transaction() as tx:
+            ledger = deletions.checked(tx, index, owner_tag, floor)
+            moment = self._now()  # after the write lock: a row that expired while we waited stays expired
+            expires_at = expiry(moment, ttl)
+            if keys.epochs.epoch_of_expiry(expires_at) != put.epoch:
+                raise _EpochMoved
+            if not self._recipe.epoch_recorded(put, keys.epoch_commitment(put.epoch)):
+                raise KeyUnavailable(EPOCH_CLOSED)
+            for row, sealed_summary in chosen.rows(tx, index, owner_tag, moment):
+                if ledger.names(row.row_id):
+                    written_back += tx.delete_row(row.seq, row.row_id) is not None
+                    continue
+                if row.expires_at >= expires_at:
+                    continue
+                opened, metadata = self._unseal(user_id, row)
+                plain, legacy = opened.summary(sealed_summary)
+                longer = dataclasses.replace(metadata, expires_at=expires_at)
+                tx.update_expiry(row.seq, expires_at, *opened.reseal(
+                    expires_at, longer.encode(), SummaryRecord.decode(plain, legacy).encode(), put))
+                extended += 1
+        if written_back:
+            store.scrub()
+        deletions.record(owner_tag, ledger.counter, floor)
+        if written_back:
+            raise IntegrityError(f"{written_back} row(s) of this turn that their owner had deleted were back in the "
+                                 "database file (written back from an older copy): they were removed again and the "
+                                 f"turn's {extended} other row(s) extended. Find out who can write the data "
+                                 "directory")
+        return extended

@@ -8,17 +8,13 @@ those steps record join that transaction (vault/storage/base.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
 
 from keys import NO_OWNER_KEYS, KeyManager, OwnerKeyset, RowRecipe, SealingEpoch, epoch_end, stored_epoch
 from vault.counters import Counters
-from vault.errors import IntegrityError, InvalidArgument, KeyUnavailable, NotFound, StorageError, VaultError
+from vault.errors import IntegrityError, InvalidArgument, KeyUnavailable, NotFound
 from vault.inputs import check_identifier, check_int, check_progress
 from vault.storage import Store, StoredRow, WriteTx
 
-if TYPE_CHECKING:
-    from vault.vault import Vault
 
 class _NeedEpoch(Exception):
     """A row moving into an epoch whose key is not made yet (made outside the batch's transaction)."""
@@ -34,9 +30,9 @@ REWRAP_BATCH = 500  # rows per transaction: a killed rewrap loses at most one ba
 class KeyLifecycle:
     """The key management an operator runs (README, "Key management"); the Vault audits each call."""
 
-    def __init__(self, store: Store, keys: KeyManager, rows: RowRecipe, counters: Counters,
+    def __init__(self, store: Store, keys: KeyManager, recipe: RowRecipe, counters: Counters,
                  now: Callable[[], float]) -> None:
-        self._store, self._keys, self._rows, self._counters, self._now = store, keys, rows, counters, now
+        self._store, self._keys, self._recipe, self._counters, self._now = store, keys, recipe, counters, now
 
     def rotate(self, user_id: str) -> int:
         """Add a new key version for an owner and make it primary; returns it."""
@@ -62,7 +58,7 @@ class KeyLifecycle:
             try:
                 rows = self._rewrap_batch(user_id, owner_tag, batch)
             except _NeedEpoch as need:  # a row of format 1 moves into an epoch that has no key yet: made outside
-                self._rows.epoch_for(need.expires_at, self._now())  # any transaction, then the batch runs again
+                self._recipe.epoch_for(need.expires_at, self._now())  # any transaction, then the batch runs again
                 continue
             if rows is None:
                 return done  # an owner without keys and without rows has nothing to re-wrap
@@ -86,12 +82,12 @@ class KeyLifecycle:
                 self._rewrap_row(tx, keyset, user_id, row, sealed_summary)
         return rows
 
-    def _target(self, row: StoredRow) -> SealingEpoch | None:
+    def _rewrap_epoch(self, row: StoredRow) -> SealingEpoch | None:
         """The epoch a re-wrapped row goes under: its own (rewrap keeps it), else that of its expiry; None when its
         key is gone, or a format 1 row's epoch has ended (its time is over: the row is removed, as gc would)."""
         own = stored_epoch(row.wrapped_key, row.expires_at)
         if own is not None:  # NotFound once destroyed; IntegrityError for a live epoch without a key (tampering)
-            return SealingEpoch(own, self._rows.epoch_key(own))
+            return SealingEpoch(own, self._recipe.epoch_key(own))
         epoch = self._keys.epochs.epoch_of_expiry(row.expires_at)
         key = self._keys.epochs.get(epoch)
         if key is not None:
@@ -106,10 +102,10 @@ class KeyLifecycle:
         row_hex = row.row_id.hex()
         with self._counters.integrity_guard(row_hex):  # counted and logged with the row id
             try:
-                target = self._target(row)
-                if target is None:
+                epoch = self._rewrap_epoch(row)
+                if epoch is None:
                     raise NotFound()
-                wrapped, resealed = self._rows.rewrap(keyset, user_id, row, sealed_summary, target)
+                wrapped, resealed = self._recipe.rewrap(keyset, user_id, row, sealed_summary, epoch)
             except NotFound:  # its epoch key is gone: unreadable anywhere, and past its time
                 tx.delete_row(row.seq, row.row_id)
                 return
@@ -153,67 +149,3 @@ class KeyLifecycle:
         self._keys.sweep_unlisted(owner_tag, destroyed)  # and any entry the database no longer lists (a writer hid it)
         with self._counters.integrity_guard():
             return self._store.delete_owner_rows(owner_tag, progress)
-
-
-@dataclass(frozen=True)
-class Maintenance:
-    """What one run of ``maintain_keys`` did: of ``owners``, how many were ``maintained`` (rotated, rewrapped and
-    retired), rows re-wrapped, versions retired; ``failed`` holds each owner whose step failed, by audit tag."""
-
-    owners: int
-    expired_removed: int
-    maintained: int
-    rewrapped: int
-    retired: int
-    failed: tuple[tuple[str, VaultError], ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The counts, and each failure as the owner's audit tag, the error's kind and its message."""
-        return {"owners": self.owners, "expired_removed": self.expired_removed, "maintained": self.maintained,
-                "rewrapped": self.rewrapped, "retired": self.retired,
-                "failed": [{"user": tag, "error": type(error).__name__, "message": str(error)}
-                           for tag, error in self.failed]}
-
-
-class KeyMaintenance:
-    """The Vault's scheduled key maintenance (README, "Scheduled key maintenance"), a mixin so that vault.py keeps
-    to the access path; each step is the Vault's own audited call."""
-
-    def maintain_keys(self, *, progress: Callable[[int], None] | None = None) -> Maintenance:
-        """gc, then rotate, rewrap and retire every registered owner's key: every key version that wrapped a row
-        deleted or expired before the call is destroyed when it returns, so no copy of the database (a backup,
-        PostgreSQL's WAL, archives, replicas) opens such a row again. Safe to run again at any time, also after
-        a failure. An owner whose step fails is reported in ``failed`` and the others still run; a StorageError
-        (the database itself) stops the run. ``progress`` gets the running total of rows re-wrapped."""
-        vault = cast("Vault", self)  # mixed into Vault only
-        check_progress(progress)
-        removed = vault.gc()
-        owners, done = vault._keys.registered_owner_names(), [0, 0, 0]
-        failed: list[tuple[str, VaultError]] = []
-        for user_id in owners:
-            try:
-                steps = _maintain_owner(vault, user_id, done[1], progress)
-            except StorageError:
-                raise
-            except VaultError as error:
-                if user_id in vault._keys.registered_owner_names():  # else shredded meanwhile: nothing to keep
-                    failed.append((vault.audit_tags(user_id=user_id)["user"], error))
-                continue
-            done = [total + step for total, step in zip(done, steps, strict=True)]
-        maintained, rewrapped, retired = done
-        return Maintenance(len(owners), removed, maintained, rewrapped, retired, tuple(failed))
-
-
-def _maintain_owner(vault: Vault, user_id: str, before: int, progress: Callable[[int], None] | None
-                    ) -> tuple[int, int, int]:
-    """Rotate, rewrap and retire one owner; returns (1, rows re-wrapped, versions retired). A put of another
-    process whose cached keyset still names the old primary (for up to its key_cache_seconds) can land after
-    the rewrap: retire then refuses, so the rewrap and retire run once more."""
-    shown = None if progress is None else (lambda rows: progress(before + rows))
-    vault.rotate_owner_key(user_id)
-    rewrapped = vault.rewrap(user_id, progress=shown)
-    try:
-        return 1, rewrapped, vault.retire_old_key_versions(user_id)
-    except InvalidArgument:
-        rewrapped += vault.rewrap(user_id)
-        return 1, rewrapped, vault.retire_old_key_versions(user_id)

@@ -11,6 +11,7 @@ from typing import Any
 
 from vault.errors import InvalidArgument
 from vault.inputs import check_identifier, check_optional_identifier
+from vault.row.format import Metadata, SummaryFields, SummaryRecord
 
 ContentKind = str  # "text" | "binary" | "json"
 
@@ -78,11 +79,10 @@ _NEW = object.__new__
     getattr(Representation, name).__set__ for name in Representation.__dataclass_fields__)
 
 
-def representation(row_id: bytes, size_bytes: int, expires_at: float, step_num: int, executor_name: str,
-                   content_kind: str, size_units: int, created_at: float, summary: str,
-                   retained: dict[str, Any]) -> Representation:
+def representation(row_id: bytes, size_bytes: int, expires_at: float, fields: SummaryFields) -> Representation:
     """What the model sees of a row (how the vault builds every Representation): its clear columns, its summary
-    record's fields in SummaryRecord's order, and the hint that tells the model how to read more."""
+    record's fields, and the hint that tells the model how to read more."""
+    step_num, executor_name, content_kind, size_units, created_at, summary, retained = fields
     row = row_id.hex()
     unit = "bytes" if content_kind == "binary" else "chars"
     rep = _NEW(Representation)
@@ -155,3 +155,13 @@ class ReadResult:
     def __repr__(self) -> str:
         return (f"ReadResult(id={self.id!r}, mode={self.mode!r}, full_size={self.full_size}, "
                 f"returned_size={self.returned_size}, truncated={self.truncated})")
+
+
+def full_record(row_id: bytes, key_version: int, metadata: Metadata, summary: SummaryRecord, content: Any) -> Record:
+    """The Record of a row whose metadata and summary were opened and checked against each other."""
+    return Record(
+        id=row_id.hex(), owner=Principal(metadata.user_id, metadata.actor, metadata.channel),
+        turn_id=metadata.turn_id, step_num=metadata.step_num, executor_name=metadata.executor_name,
+        content_kind=metadata.content_kind, content=content, size_bytes=metadata.size_bytes,
+        summary=summary.summary, retained=summary.retained, created_at=metadata.created_at,
+        expires_at=metadata.expires_at, key_version=key_version)

@@ -3,7 +3,9 @@ and index key in one transaction, so no vault exists with one and not the other)
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from keyring.backend import KeyringBackend
 
@@ -20,41 +22,56 @@ DEFAULT_KEY_CACHE_SECONDS = 300.0
 MAX_KEY_CACHE_SECONDS = 3600.0  # keys stay in memory at most this long after a keyring read
 DEFAULT_KEYRING_TIMEOUT = 10.0  # seconds one keyring call may take before it is KeyUnavailable
 DEFAULT_KEY_CACHE_SIZE = 1024
+DEFAULT_MAX_READ = 16000
 MAX_READ_LIMIT = 10_000_000
 
 
-def check_settings(clock: object, max_read: object, max_ttl_seconds: object, key_cache_seconds: object,
-                   key_cache_size: object, keyring_timeout: object, disk_reserve_bytes: object = None,
-                   owner_max_rows: object = None, owner_max_bytes: object = None,
-                   epochs: tuple[object, object] = (EPOCH_SECONDS, EPOCH_SKEW_SECONDS)) -> OwnerQuotas:
-    """Every setting of ``Vault.open`` valid, before anything is opened or written; returns the owner quotas."""
-    check_length(epochs[0])
-    check_skew(epochs[1])
-    check_int(max_read, "max_read", 1, MAX_READ_LIMIT)
-    check_positive_setting(max_ttl_seconds, "max_ttl_seconds")
-    if check_positive_setting(key_cache_seconds, "key_cache_seconds") > MAX_KEY_CACHE_SECONDS:
-        raise InvalidArgument(f"key_cache_seconds must be at most {MAX_KEY_CACHE_SECONDS:g}")
-    check_int(key_cache_size, "key_cache_size", 1, 1_000_000)
-    if not callable(clock):
-        raise InvalidArgument("clock must be a callable returning seconds")
-    check_positive_setting(keyring_timeout, "keyring_timeout")
-    if disk_reserve_bytes is not None:
-        check_int(disk_reserve_bytes, "disk_reserve_bytes", 0, MAX_SETTING)
-    return OwnerQuotas.checked(owner_max_rows, owner_max_bytes)
+@dataclass(frozen=True)
+class OpenSettings:
+    """The settings of ``Vault.open`` (README, "Disk space and quotas", "Several hosts", "What expiry means"),
+    as given: :meth:`check` refuses any that is invalid before anything is opened or written."""
+
+    clock: Callable[[], float] = time.time
+    max_read: int = DEFAULT_MAX_READ
+    max_ttl_seconds: float = DEFAULT_MAX_TTL
+    key_cache_seconds: float = DEFAULT_KEY_CACHE_SECONDS
+    key_cache_size: int = DEFAULT_KEY_CACHE_SIZE
+    keyring_timeout: float = DEFAULT_KEYRING_TIMEOUT
+    disk_reserve_bytes: int | None = None  # SQLite; None: the default for the file system
+    owner_max_rows: int | None = None  # None: no quota
+    owner_max_bytes: int | None = None
+    pool_size: int | None = None  # PostgreSQL; None: the store's default
+    epoch_seconds: int = EPOCH_SECONDS
+    epoch_skew_seconds: int = EPOCH_SKEW_SECONDS
+
+    def check(self) -> OwnerQuotas:
+        """Every setting valid (the pool size is checked with the location it applies to); returns the owner
+        quotas."""
+        check_length(self.epoch_seconds)
+        check_skew(self.epoch_skew_seconds)
+        check_int(self.max_read, "max_read", 1, MAX_READ_LIMIT)
+        check_positive_setting(self.max_ttl_seconds, "max_ttl_seconds")
+        if check_positive_setting(self.key_cache_seconds, "key_cache_seconds") > MAX_KEY_CACHE_SECONDS:
+            raise InvalidArgument(f"key_cache_seconds must be at most {MAX_KEY_CACHE_SECONDS:g}")
+        check_int(self.key_cache_size, "key_cache_size", 1, 1_000_000)
+        if not callable(self.clock):
+            raise InvalidArgument("clock must be a callable returning seconds")
+        check_positive_setting(self.keyring_timeout, "keyring_timeout")
+        if self.disk_reserve_bytes is not None:
+            check_int(self.disk_reserve_bytes, "disk_reserve_bytes", 0, MAX_SETTING)
+        return OwnerQuotas.checked(self.owner_max_rows, self.owner_max_bytes)
 
 
-def open_parts(location: object, backend: KeyringBackend | str | None, key_cache_seconds: float, key_cache_size: int,
-               keyring_timeout: float, disk_reserve_bytes: int | None = None, pool_size: int | None = None,
-               epochs: tuple[int, int] = (EPOCH_SECONDS, EPOCH_SKEW_SECONDS)
-               ) -> tuple[Store, KeyManager, DeletionLedgers]:
+def open_parts(location: object, backend: KeyringBackend | str | None,
+               settings: OpenSettings) -> tuple[Store, KeyManager, DeletionLedgers]:
     """The store at ``location``, its key manager (the index key already fetched and checked: a missing or
     replaced one fails here, not on first use; the owners' key version marks written once from the database if no
     release before wrote them) and its owners' counts of deletes in the keyring. Refuses an unacceptable keyring
     before the store is touched."""
-    keyring = KeyringEdge(resolve_backend(backend), timeout=float(keyring_timeout))
-    store = open_store(location, disk_reserve_bytes, pool_size)
+    keyring = KeyringEdge(resolve_backend(backend), timeout=float(settings.keyring_timeout))
+    store = open_store(location, settings.disk_reserve_bytes, settings.pool_size)
     try:
-        keys = _key_manager(store, keyring, key_cache_seconds, key_cache_size, epochs)
+        keys = _key_manager(store, keyring, settings)
         keys.index_key()
         keys.adopt_owner_marks()
     except BaseException:
@@ -63,12 +80,12 @@ def open_parts(location: object, backend: KeyringBackend | str | None, key_cache
     return store, keys, DeletionLedgers(keyring, keys.vault_id)
 
 
-def _key_manager(store: Store, keyring: KeyringEdge, cache_seconds: float, cache_size: int,
-                 epochs: tuple[int, int]) -> KeyManager:
+def _key_manager(store: Store, keyring: KeyringEdge, settings: OpenSettings) -> KeyManager:
     """The key manager of this database; a new database gets its vault id and index key atomically."""
     make: Callable[[bytes], KeyManager] = lambda vault_id: KeyManager(  # noqa: E731
-        keyring, vault_id, store.commitments, cache=CacheLimits(cache_seconds, cache_size),
-        epoch_seconds=epochs[0], epoch_skew_seconds=epochs[1])
+        keyring, vault_id, store.commitments, cache=CacheLimits(settings.key_cache_seconds, settings.key_cache_size),
+        epoch_seconds=settings.epoch_seconds,
+        epoch_skew_seconds=settings.epoch_skew_seconds)
     existing = store.get_meta("vault_id")
     if existing is not None:
         return make(existing)

@@ -6,7 +6,6 @@ metadata (``keys/rowseal.py``). Nothing is decrypted before the check."""
 from __future__ import annotations
 
 import logging
-import operator
 import time
 from collections.abc import Callable
 from contextlib import closing
@@ -20,8 +19,8 @@ from vault import audit
 from vault.audit import AuditTrail, audited
 from vault.counters import Counters
 from vault.deletions import Deletions
-from vault.errors import IntegrityError, NotFound
-from vault.extending import Chosen, extend_rows
+from vault.errors import NotFound
+from vault.extending import ChosenRows, Extender
 from vault.inputs import (
     check_identifier,
     check_progress,
@@ -32,39 +31,48 @@ from vault.inputs import (
     expiry,
     parse_row_id,
 )
-from vault.lifecycle import REWRAP_BATCH, KeyLifecycle, KeyMaintenance
-from vault.model import Principal, ReadResult, Record, Representation, check_principal, representation
+from vault.lifecycle import REWRAP_BATCH, KeyLifecycle
+from vault.listing import TurnListing
+from vault.maintenance import KeyMaintenance, Maintenance
+from vault.model import Principal, ReadResult, Record, Representation, check_principal, full_record
 from vault.opening import DEFAULT_KEY_CACHE_SECONDS as CACHE_SECONDS
 from vault.opening import DEFAULT_KEY_CACHE_SIZE as CACHE_SIZE
 from vault.opening import DEFAULT_KEYRING_TIMEOUT as KEYRING_TIMEOUT
-from vault.opening import DEFAULT_MAX_TTL, EPOCH_SECONDS, EPOCH_SKEW_SECONDS, check_settings, open_parts
+from vault.opening import DEFAULT_MAX_READ as MAX_READ
+from vault.opening import DEFAULT_MAX_TTL, EPOCH_SECONDS, EPOCH_SKEW_SECONDS, OpenSettings, open_parts
 from vault.quotas import OwnerQuotas
 from vault.row.finding import DEFAULT_MATCHES, FindRequest, FindResult, find
-from vault.row.format import Metadata, SummaryRecord, record_fields, summary_fields
+from vault.row.format import Metadata, SummaryRecord
 from vault.row.slices import chunk_span, cut, joined, plaintexts, plan
 from vault.storage import Snapshot, Store, StoredRow
-from vault.writing import write_row
+from vault.unsealing import RowUnsealer
+from vault.writing import PutRequest, PutWriter
 
 log = logging.getLogger("scratchvault")
-_LISTING_ORDER = operator.attrgetter("step_num", "created_at")  # in C: a listing sorts up to thousands
 
 
-class Vault(KeyMaintenance):
+class Vault:
     """An encrypted, ownership-checked store of observations (SQLite file by default), keys in the OS keyring."""
 
-    def __init__(self, store: Store, keys: KeyManager, ledgers: DeletionLedgers, *, clock: Callable[[], float],
-                 max_read: int, max_ttl_seconds: float, quotas: OwnerQuotas | None = None) -> None:
-        self._store, self._keys, self._clock, self._quotas = store, keys, clock, quotas or OwnerQuotas()
-        self.max_read, self.max_ttl_seconds = max_read, max_ttl_seconds
-        self._rows = RowRecipe(keys, self._now)
+    def __init__(self, store: Store, keys: KeyManager, ledgers: DeletionLedgers, settings: OpenSettings,
+                 quotas: OwnerQuotas) -> None:
+        """A vault over an opened store and key manager (``Vault.open`` makes them); ``settings`` already checked."""
+        self._store, self._keys, self._clock, self._quotas = store, keys, settings.clock, quotas
+        self.max_read, self.max_ttl_seconds = settings.max_read, float(settings.max_ttl_seconds)
+        self._recipe = RowRecipe(keys, self._now)
         self._counters = Counters()
-        self._deletions = Deletions(store, keys, ledgers, self._counters, self._now, max_ttl_seconds)
+        self._deletions = Deletions(store, keys, ledgers, self._counters, self._now, self.max_ttl_seconds)
         self._audit = AuditTrail(keys)
-        self._lifecycle = KeyLifecycle(store, keys, self._rows, self._counters, self._now)
+        self._lifecycle = KeyLifecycle(store, keys, self._recipe, self._counters, self._now)
+        self._maintenance = KeyMaintenance(self, keys.registered_owner_names)
+        self._writer = PutWriter(store, keys, self._recipe, self._counters, quotas)
+        self._unsealer = RowUnsealer(self._recipe, store.max_chunks)
+        self._extender = Extender(store, keys, self._recipe, self._deletions, self._unsealer.unseal, self._now)
+        self._listing = TurnListing(store, keys, self._recipe, self._deletions, self._counters, self._now)
 
     @classmethod
     def open(cls, path: str | Path | None = None, *, keyring_backend: KeyringBackend | str | None = None,
-             clock: Callable[[], float] = time.time, max_read: int = 16000, max_ttl_seconds: float = DEFAULT_MAX_TTL,
+             clock: Callable[[], float] = time.time, max_read: int = MAX_READ, max_ttl_seconds: float = DEFAULT_MAX_TTL,
              key_cache_seconds: float = CACHE_SECONDS, key_cache_size: int = CACHE_SIZE,
              keyring_timeout: float = KEYRING_TIMEOUT, disk_reserve_bytes: int | None = None,
              owner_max_rows: int | None = None, owner_max_bytes: int | None = None,
@@ -75,13 +83,11 @@ class Vault(KeyMaintenance):
         instance, or ``"memory"``, a trial keyring whose keys (and so rows) die with the process. Disk reserve
         (SQLite; None: max(64 MiB, 1%)), owner quotas (None: none), pool size (PostgreSQL; None: 8), expiry
         epochs: README, "Disk space and quotas", "Several hosts" and "What expiry means"."""
-        epochs = (epoch_seconds, epoch_skew_seconds)
-        quotas = check_settings(clock, max_read, max_ttl_seconds, key_cache_seconds, key_cache_size, keyring_timeout,
-                                disk_reserve_bytes, owner_max_rows, owner_max_bytes, epochs)
-        store, keys, ledgers = open_parts(path, keyring_backend, key_cache_seconds, key_cache_size, keyring_timeout,
-                                          disk_reserve_bytes, pool_size, epochs)
-        return cls(store, keys, ledgers, clock=clock, max_read=max_read, max_ttl_seconds=float(max_ttl_seconds),
-                   quotas=quotas)
+        settings = OpenSettings(clock, max_read, max_ttl_seconds, key_cache_seconds, key_cache_size, keyring_timeout,
+                                disk_reserve_bytes, owner_max_rows, owner_max_bytes, pool_size, epoch_seconds,
+                                epoch_skew_seconds)
+        quotas = settings.check()
+        return cls(*open_parts(path, keyring_backend, settings), settings, quotas)
 
     # -- writing ---------------------------------------------------------------------------------------
     @audited("put")
@@ -94,8 +100,8 @@ class Vault(KeyMaintenance):
         check_identifier(executor_name, "executor_name")
         ttl = check_ttl(ttl_seconds, self.max_ttl_seconds)
         created_at = self._now()
-        rep = write_row(self._store, self._keys, self._rows, self._counters.integrity_guard(), self._quotas,
-                        principal, turn_id, step_num, executor_name, observation, created_at, expiry(created_at, ttl))
+        rep = self._writer.write(PutRequest(principal, turn_id, step_num, executor_name, observation, created_at,
+                                            expiry(created_at, ttl)))
         self._counters.count("puts")
         return rep
 
@@ -116,7 +122,8 @@ class Vault(KeyMaintenance):
         check_principal(principal)
         check_identifier(turn_id, "turn_id")
         ttl = check_ttl(ttl_seconds, self.max_ttl_seconds)
-        return self._extend(Chosen(principal.user_id, turn_id=turn_id), ttl)
+        with self._counters.integrity_guard():
+            return self._extender.extend(ChosenRows(principal.user_id, turn_id=turn_id), ttl)
 
     @audited("extend")
     def extend(self, principal: Principal, id: str, ttl_seconds: float) -> None:
@@ -126,12 +133,8 @@ class Vault(KeyMaintenance):
         ttl, row_id = check_ttl(ttl_seconds, self.max_ttl_seconds), parse_row_id(id)
         if row_id is None:
             raise NotFound()
-        self._extend(Chosen(principal.user_id, row_id=row_id), ttl)
-
-    def _extend(self, chosen: Chosen, ttl: float) -> int:
         with self._counters.integrity_guard():
-            return extend_rows(self._store, self._keys, self._rows, self._deletions, self._unseal, self._now,
-                               chosen, ttl)
+            self._extender.extend(ChosenRows(principal.user_id, row_id=row_id), ttl)
 
     @audited("gc")
     def gc(self, now: float | None = None, *, progress: Callable[[int], None] | None = None) -> int:
@@ -157,17 +160,9 @@ class Vault(KeyMaintenance):
             row, opened, metadata = self._open_row(reads, principal, id, turn_id)
             content = joined(plaintexts(reads, row, opened, metadata, 0, len(metadata.chunk_units) - 1),
                              metadata.content_kind)
-            record = SummaryRecord.decode(*opened.summary(reads.read_summary(row.seq)))
-            if (record.step_num, record.executor_name, record.content_kind, record.size_units) != (
-                    metadata.step_num, metadata.executor_name, metadata.content_kind, metadata.size_units):
-                raise IntegrityError("a row's summary does not match its metadata")
+            summary = SummaryRecord.decode(*opened.summary(reads.read_summary(row.seq))).matching(metadata)
         self._counters.count("reads")
-        return Record(
-            id=row.row_id.hex(), owner=Principal(metadata.user_id, metadata.actor, metadata.channel),
-            turn_id=metadata.turn_id, step_num=metadata.step_num, executor_name=metadata.executor_name,
-            content_kind=metadata.content_kind, content=content, size_bytes=metadata.size_bytes,
-            summary=record.summary, retained=record.retained, created_at=metadata.created_at,
-            expires_at=metadata.expires_at, key_version=row.key_version)
+        return full_record(row.row_id, row.key_version, metadata, summary, content)
 
     @audited("read")
     def read(self, principal: Principal, id: str, mode: str = "head", n: int = 2000, start: int | None = None,
@@ -197,8 +192,7 @@ class Vault(KeyMaintenance):
         request = FindRequest(query, n, ignore_case)
         with self._counters.integrity_guard(id), self._store.snapshot() as reads:
             row, opened, metadata = self._open_row(reads, principal, id, turn_id)
-            last = len(metadata.chunk_units) - 1
-            with closing(plaintexts(reads, row, opened, metadata, 0, last)) as pieces:
+            with closing(plaintexts(reads, row, opened, metadata, 0, len(metadata.chunk_units) - 1)) as pieces:
                 matches, more = find(pieces, metadata.content_kind, request, self.max_read)
         self._counters.count("reads")
         return FindResult(row.row_id.hex(), metadata.content_kind, matches, more, metadata.size_units)
@@ -208,35 +202,13 @@ class Vault(KeyMaintenance):
         """Representations of the caller's unexpired rows in a turn, by step number; summaries only."""
         check_principal(principal)
         check_identifier(turn_id, "turn_id")
-        index = self._keys.index_key()
-        owner_tag = index.owner_tag(principal.user_id)
-        turn_tag = index.turn_tag(owner_tag, turn_id)
-        summaries = self._rows.turn_summaries(principal.user_id, owner_tag, turn_tag)
-        found = []
-        with self._counters.integrity_guard(), self._store.snapshot() as reads:
-            open_summary, wrapped_key = summaries.open, reads.wrapped_key  # bound once, not once per row
-            deleted = self._deletions.named(reads, index, owner_tag).entries  # rows written back after their delete
-            for seq, row_id, version, expires_at, size_bytes, sealed in reads.list_turn_summaries(
-                    owner_tag, turn_tag, self._now(), index.row_seqs):
-                if row_id in deleted:
-                    continue
-                opened = open_summary((seq, row_id, version, expires_at, size_bytes, sealed), wrapped_key)
-                if opened is None:  # its epoch key was destroyed: gone, as an expired row
-                    continue
-                plain, legacy = opened
-                fields = record_fields(plain, True) if legacy else summary_fields(plain)
-                found.append(representation(row_id, size_bytes, expires_at, *fields))
-        found.sort(key=_LISTING_ORDER)
-        return found
+        return self._listing.list(principal.user_id, turn_id)
 
     def has_rows(self, principal: Principal, turn_id: str) -> bool:
         """Whether the caller has readable (unexpired) rows in a turn; decrypts nothing (offer the tool or not)."""
         check_principal(principal)
         check_identifier(turn_id, "turn_id")
-        index = self._keys.index_key()
-        owner_tag = index.owner_tag(principal.user_id)
-        with self._store.snapshot() as reads:
-            return reads.turn_has_rows(owner_tag, index.turn_tag(owner_tag, turn_id), self._now())
+        return self._listing.has_rows(principal.user_id, turn_id)
 
     def stats(self) -> dict[str, Any]:
         """Counts of rows and bytes stored (in all and by key version), expired-but-uncollected rows, free space
@@ -278,7 +250,14 @@ class Vault(KeyMaintenance):
         Safe to run again after an interruption. Returns how many rows were deleted."""
         return self._lifecycle.shred(user_id, progress)
 
-    # -- lifecycle -------------------------------------------------------------------------------------
+    def maintain_keys(self, *, progress: Callable[[int], None] | None = None) -> Maintenance:
+        """gc, then rotate, rewrap and retire every registered owner's key: every key version that wrapped a row
+        deleted or expired before the call is destroyed when it returns, so no copy of the database (a backup,
+        PostgreSQL's WAL, archives, replicas) opens such a row again. Safe to run again at any time, also after
+        a failure. An owner whose step fails is reported in ``failed`` and the others still run; a StorageError
+        (the database itself) stops the run. ``progress`` gets the running total of rows re-wrapped."""
+        return self._maintenance.run(progress)
+
     def close(self) -> None:
         """Close the database and forget every cached key."""
         self._keys.close()
@@ -313,17 +292,8 @@ class Vault(KeyMaintenance):
             audit.note(denied=row is not None and not mine)  # only the operator's audit trail tells these apart
             log.info("scratchvault: access denied or no such row")
             raise NotFound()
-        opened, metadata = self._unseal(principal.user_id, row)
+        opened, metadata = self._unsealer.unseal(principal.user_id, row)
         return row, opened, metadata
-
-    def _unseal(self, user_id: str, row: StoredRow) -> tuple[OpenedRow, Metadata]:
-        """Unwrap the data key and open the metadata of a row whose owner was already checked."""
-        opened = self._rows.open(user_id, row)
-        metadata = Metadata.decode(opened.metadata, self._store.max_chunks)
-        if (metadata.user_id != user_id or metadata.expires_at != row.expires_at
-                or metadata.size_bytes != row.size_bytes):
-            raise IntegrityError("row metadata does not match the stored row")
-        return opened, metadata
 
     def _now(self) -> float:
         return check_time(self._clock())

@@ -5,10 +5,11 @@ then its envelope and summary (all or nothing: a killed or refused put leaves no
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from keys import EPOCH_CLOSED, KeyManager, NewRow, OwnerKeyset, RowRecipe, RowWriter
+from vault.counters import Counters
 from vault.errors import KeyUnavailable, StorageError
 from vault.model import Principal, Representation, representation
 from vault.quotas import OwnerQuotas
@@ -20,59 +21,91 @@ from vault.storage import Store, StoredRow, WriteTx
 
 KEYSET_ATTEMPTS = 3  # a put whose owner's keys change under it this often in a row gives up
 
-def write_row(store: Store, keys: KeyManager, rows: RowRecipe, guard: AbstractContextManager[None],
-              quotas: OwnerQuotas, principal: Principal, turn_id: str, step_num: int, executor_name: str,
-              observation: Any, created_at: float, expires_at: float) -> Representation:
-    """Store one observation (its other inputs validated; ``guard`` around its transaction); returns what the
-    model sees of it. QuotaExceeded, nothing stored, past the disk reserve or the owner's quotas."""
-    kind = classify(observation)
-    source = encode_json(observation) if kind == "json" else observation
-    chunks = content_chunks(source, kind != "binary", store.max_chunks)
-    store.check_space(_known_size(source))  # before the write lock, and before a new owner's first key is made
-    try:
-        return _write_row(store, keys, rows, guard, quotas, principal, turn_id, step_num, executor_name, kind,
-                          observation if kind == "json" else None, chunks, created_at, expires_at)
-    except StorageError:  # refused, or the disk filled: what the rolled-back row wrote to the log goes
-        store.scrub()
-        raise
+
+@dataclass(frozen=True)
+class PutRequest:
+    """One observation to store, its inputs already validated, with the moment of the put and its expiry."""
+
+    principal: Principal
+    turn_id: str
+    step_num: int
+    executor_name: str
+    observation: Any
+    created_at: float
+    expires_at: float
 
 
-def _write_row(store: Store, keys: KeyManager, rows: RowRecipe, guard: AbstractContextManager[None],
-               quotas: OwnerQuotas, principal: Principal, turn_id: str, step_num: int, executor_name: str, kind: str,
-               json_value: Any, chunks: Iterator[Chunk], created_at: float, expires_at: float) -> Representation:
-    """The row's keyset, then its one write transaction: quotas under the write lock, chunks, envelope, summary."""
-    user_id = principal.user_id
-    index = keys.index_key()
-    owner_tag = index.owner_tag(user_id)
-    turn_tag = index.turn_tag(owner_tag, turn_id)
-    summary = SummaryBuilder(kind, json_value)
-    epoch = rows.epoch_for(expires_at, created_at)  # made, if new, before the write lock (keys/epoch_entries.py)
-    for attempt in range(KEYSET_ATTEMPTS):
-        keyset = _keyset(store, keys, user_id, owner_tag, refresh=attempt > 0)
-        with guard, store.transaction() as tx:
-            seq, recorded, epoch_recorded = tx.next_row(owner_tag, keyset.primary, epoch.epoch)
-            if not rows.epoch_recorded(epoch, epoch_recorded):
-                raise KeyUnavailable(EPOCH_CLOSED)
-            if not keys.is_current(keyset, recorded):  # retired, shredded or re-created elsewhere: nothing is
-                continue  # written yet, and a keyset is never made inside this transaction (keys/manager.py)
-            admitted = quotas.admit(tx, owner_tag, chunks)
-            row_id = index.row_id(seq)  # the id names the seq, so it is made under the write lock
-            writer = rows.writer(keyset, NewRow(user_id, owner_tag, row_id, turn_id, step_num, executor_name, kind),
-                                 epoch)
-            chunk_units, size_bytes = _insert_chunks(tx, seq, writer, admitted, summary)
-            summary_text, retained = summary.finish()
-            size_units = sum(chunk_units)
-            metadata = Metadata(user_id, principal.actor, principal.channel, turn_id, step_num, executor_name, kind,
-                                size_bytes, size_units, tuple(chunk_units), created_at, expires_at)
-            record = SummaryRecord(step_num, executor_name, kind, size_units, created_at, summary_text, retained)
-            wrapped, sealed_metadata, sealed_summary = writer.finish(owner_tag, turn_tag, expires_at, size_bytes,
-                                                                     metadata.encode(), record.encode())
-            tx.insert_row(StoredRow(seq, row_id, owner_tag, turn_tag, writer.key_version, expires_at, size_bytes,
-                                    wrapped, sealed_metadata), sealed_summary)
-        return representation(row_id, size_bytes, expires_at, step_num, executor_name, kind, size_units,
-                              created_at, summary_text, retained)
-    raise KeyUnavailable("this owner's keys changed on every attempt of this put (rotated, retired or shredded "
-                         "elsewhere meanwhile); nothing was stored, retry")
+class _Content(NamedTuple):
+    """An observation classified and cut: its kind, its JSON value (None unless ``json``), its chunks."""
+
+    kind: str
+    json_value: Any
+    chunks: Iterator[Chunk]
+
+
+class PutWriter:
+    """Writes a vault's rows: made once per vault over its store, keys, row recipe, counters and quotas."""
+
+    def __init__(self, store: Store, keys: KeyManager, recipe: RowRecipe, counters: Counters,
+                 quotas: OwnerQuotas) -> None:
+        self._store, self._keys, self._recipe, self._counters, self._quotas = store, keys, recipe, counters, quotas
+
+    def write(self, request: PutRequest) -> Representation:
+        """Store one observation; returns what the model sees of it. QuotaExceeded, nothing stored, past the disk
+        reserve or the owner's quotas."""
+        observation = request.observation
+        kind = classify(observation)
+        source = encode_json(observation) if kind == "json" else observation
+        chunks = content_chunks(source, kind != "binary", self._store.max_chunks)
+        self._store.check_space(_known_size(source))  # before the write lock, and before a new owner's first key
+        try:
+            return self._write(request, _Content(kind, observation if kind == "json" else None, chunks))
+        except StorageError:  # refused, or the disk filled: what the rolled-back row wrote to the log goes
+            self._store.scrub()
+            raise
+
+    def _write(self, request: PutRequest, content: _Content) -> Representation:
+        """The row's keyset, then its one write transaction: quotas under the write lock, chunks, envelope,
+        summary (all or nothing)."""
+        store, keys, recipe = self._store, self._keys, self._recipe
+        user_id, turn_id, expires_at = request.principal.user_id, request.turn_id, request.expires_at
+        index = keys.index_key()
+        owner_tag = index.owner_tag(user_id)
+        turn_tag = index.turn_tag(owner_tag, turn_id)
+        summary = SummaryBuilder(content.kind, content.json_value)
+        epoch = recipe.epoch_for(expires_at, request.created_at)  # made, if new, before the write lock
+        for attempt in range(KEYSET_ATTEMPTS):
+            keyset = _keyset(store, keys, user_id, owner_tag, refresh=attempt > 0)
+            with self._counters.integrity_guard(), store.transaction() as tx:
+                seq, recorded, epoch_recorded = tx.next_seq_and_commitments(owner_tag, keyset.primary, epoch.epoch)
+                if not recipe.epoch_recorded(epoch, epoch_recorded):
+                    raise KeyUnavailable(EPOCH_CLOSED)
+                if not keys.is_current(keyset, recorded):  # retired, shredded or re-created elsewhere: nothing is
+                    continue  # written yet, and a keyset is never made inside this transaction (keys/manager.py)
+                admitted = self._quotas.admit(tx, owner_tag, content.chunks)
+                row_id = index.row_id(seq)  # the id names the seq, so it is made under the write lock
+                writer = recipe.writer(keyset, NewRow(user_id, owner_tag, row_id, turn_id, request.step_num,
+                                                      request.executor_name, content.kind), epoch)
+                chunk_units, size_bytes = _insert_chunks(tx, seq, writer, admitted, summary)
+                summary_text, retained = summary.finish()
+                record = SummaryRecord(request.step_num, request.executor_name, content.kind, sum(chunk_units),
+                                       request.created_at, summary_text, retained)
+                wrapped, sealed_metadata, sealed_summary = writer.finish(
+                    owner_tag, turn_tag, expires_at, size_bytes,
+                    _metadata(request, record, tuple(chunk_units), size_bytes).encode(), record.encode())
+                tx.insert_row(StoredRow(seq, row_id, owner_tag, turn_tag, writer.key_version, expires_at,
+                                        size_bytes, wrapped, sealed_metadata), sealed_summary)
+            return representation(row_id, size_bytes, expires_at, record.fields())
+        raise KeyUnavailable("this owner's keys changed on every attempt of this put (rotated, retired or "
+                             "shredded elsewhere meanwhile); nothing was stored, retry")
+
+
+def _metadata(request: PutRequest, record: SummaryRecord, chunk_units: tuple[int, ...], size_bytes: int) -> Metadata:
+    """The row's metadata record: who put it, where, and how its content is cut."""
+    principal = request.principal
+    return Metadata(principal.user_id, principal.actor, principal.channel, request.turn_id, request.step_num,
+                    request.executor_name, record.content_kind, size_bytes, record.size_units, chunk_units,
+                    request.created_at, request.expires_at)
 
 
 def _known_size(source: Any) -> int:

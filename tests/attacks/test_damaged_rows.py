@@ -133,7 +133,7 @@ def sealed_as_format_1(vault, attacker, row: str, plain: bytes) -> tuple[int, by
     columns = attacker.row(seq)
     version = columns["key_version"]
     context = RowContext(vault._keys.vault_id, bytes.fromhex(row))
-    data_key = vault._rows.data_key("alice", context.row_id, columns["owner_tag"], version, columns["expires_at"],
+    data_key = vault._recipe.data_key("alice", context.row_id, columns["owner_tag"], version, columns["expires_at"],
                                     columns["wrapped_key"])
     sealed = data_key._seal_with_nonce(b"\x03" + bytes(11), plain, summary_aad(
         context, columns["owner_tag"], columns["turn_tag"], columns["expires_at"], columns["size_bytes"]))

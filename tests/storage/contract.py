@@ -52,7 +52,7 @@ class StoreContract(KeyBookkeepingContract, DeletesContract, EpochRecordsContrac
     def test_a_transaction_that_raises_rolls_back_everything_it_wrote(self, store, ids):
         kept = put(store, ids)
         with pytest.raises(RuntimeError), store.transaction() as tx:
-            seq, _, _ = tx.next_row(OWNER, 1)
+            seq, _, _ = tx.next_seq_and_commitments(OWNER, 1)
             lost = ids.new(seq)
             tx.insert_chunk(seq, 0, b"lost")
             tx.insert_row(StoredRow(seq, lost, OWNER, TURN, 1, NOW + 60, 1, b"w", b"m"), b"lost")
@@ -91,14 +91,14 @@ class StoreContract(KeyBookkeepingContract, DeletesContract, EpochRecordsContrac
 
     def test_a_transaction_reads_its_own_writes_and_a_snapshot_inside_it_is_that_transaction(self, store, ids):
         with store.transaction() as tx:
-            seq, _, _ = tx.next_row(OWNER, 1)
+            seq, _, _ = tx.next_seq_and_commitments(OWNER, 1)
             row = StoredRow(seq, ids.new(seq), OWNER, TURN, 1, NOW + 60, 1, b"w", b"m")
             tx.insert_row(row, b"s")
             assert tx.find_row(row.row_id, seq) == row
             with store.snapshot() as snap:
                 assert snap.find_row(row.row_id, seq) == row
 
-    def test_next_row_hands_out_increasing_seqs_each_once_even_to_racing_threads(self, store, ids):
+    def test_next_seq_and_commitments_hands_out_increasing_seqs_each_once_even_to_racing_threads(self, store, ids):
         first, second = put(store, ids), put(store, ids)
         assert 0 < first.seq < second.seq
         handed: list[list[int]] = [[] for _ in range(4)]
@@ -112,11 +112,12 @@ class StoreContract(KeyBookkeepingContract, DeletesContract, EpochRecordsContrac
         assert len(seqs) == len(set(seqs)) == 40 and min(seqs) > second.seq
         assert all(mine == sorted(mine) for mine in handed)
 
-    def test_next_row_reads_the_commitment_of_the_version_that_will_wrap(self, store):
+    def test_next_seq_and_commitments_reads_the_commitment_of_the_version_that_will_wrap(self, store):
         store.commitments.record_owner_commitment(OWNER, 2, b"commitment v2", b"name")
         with store.transaction() as tx:
-            assert tx.next_row(OWNER, 2)[1] == b"commitment v2"
-            assert tx.next_row(OWNER, 1)[1] is None and tx.next_row(OTHER_OWNER, 2)[1] is None
+            assert tx.next_seq_and_commitments(OWNER, 2)[1] == b"commitment v2"
+            assert tx.next_seq_and_commitments(OWNER, 1)[1] is None
+            assert tx.next_seq_and_commitments(OTHER_OWNER, 2)[1] is None
 
     # -- rows -----------------------------------------------------------------------------------------------------
     def test_find_row_needs_the_very_id_stored_at_a_valid_seq(self, store, ids):

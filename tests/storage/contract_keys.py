@@ -82,7 +82,7 @@ class KeyBookkeepingContract:
             commitments.record_owner_commitment(OWNER, 1, b"v1", b"name")
             commitments.record_index_commitment(b"index")
             commitments.tombstone_owner_versions(OTHER_OWNER, None)
-            assert tx.next_row(OWNER, 1)[1] == b"v1"  # joined this transaction
+            assert tx.next_seq_and_commitments(OWNER, 1)[1] == b"v1"  # joined this transaction
             raise RuntimeError("the keyring write failed")
         assert commitments.owner_commitments(OWNER) == {} and commitments.index_commitment() is None
         assert commitments.owner_commitments(OTHER_OWNER) == {1: b"kept"}

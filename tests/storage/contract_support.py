@@ -31,9 +31,10 @@ class Ids:
 def put(store, ids: Ids, owner: bytes = OWNER, turn: bytes = TURN, expires: float = NOW + 60, version: int = 1,
         chunks: tuple[bytes, ...] = (b"chunk 0",), summary: bytes = b"summary",
         wrapped: bytes = b"wrapped key") -> StoredRow:
-    """One row as a put writes it: a seq from next_row, its chunks, then its row and summary, in one transaction."""
+    """One row as a put writes it: a seq from next_seq_and_commitments, its chunks, then its row and summary, in
+    one transaction."""
     with store.transaction() as tx:
-        seq, _, _ = tx.next_row(owner, version)
+        seq, _, _ = tx.next_seq_and_commitments(owner, version)
         row = StoredRow(seq, ids.new(seq), owner, turn, version, expires, 7, wrapped, b"metadata")
         for index, sealed in enumerate(chunks):
             tx.insert_chunk(seq, index, sealed)

@@ -198,7 +198,7 @@ def test_meta_summary_and_v2_aads_equal_the_general_length_prefixed_layout(vault
                       st.sampled_from(KINDS), U64, FINITE, TEXT, st.dictionaries(TEXT, SCALARS, max_size=3)))
 def test_the_representation_builder_equals_the_constructor_and_is_frozen(args):
     row_id, size_bytes, expires_at, step, executor, kind, units, created_at, summary, retained = args
-    fast = representation(*args)
+    fast = representation(row_id, size_bytes, expires_at, (step, executor, kind, units, created_at, summary, retained))
     fields = (row_id.hex(), kind, size_bytes, summary, fast.ref_hint, step, executor, created_at, expires_at, retained)
     slow = Representation(*fields)
     assert type(fast) is Representation and fast == slow and fast.to_dict() == slow.to_dict()

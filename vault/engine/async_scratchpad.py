@@ -207,7 +207,7 @@ async def _outcome(future: concurrent.futures.Future[T], *, abandon: bool) -> T:
 
 def _in_new_thread(work: Callable[[], T]) -> concurrent.futures.Future[T]:
     """Run ``work`` in a thread of its own (opening before the pool exists, closing the pool itself)."""
-    helper = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=_THREAD_NAME)
-    future = helper.submit(work)
-    helper.shutdown(wait=False)  # the thread ends when ``work`` does
+    one_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=_THREAD_NAME)
+    future = one_thread.submit(work)
+    one_thread.shutdown(wait=False)  # the thread ends when ``work`` does
     return future

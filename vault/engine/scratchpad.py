@@ -35,7 +35,7 @@ STORE_FAILED: dict[str, str] = {"error": "this tool's result could not be kept f
 COUNTERS = ("offloaded_observations", "offloaded_bytes", "inline_observations", "tool_reads", "denied_reads",
             "tool_errors")
 # The keys of an offloaded observation's context: how full_value tells a reference from an inline value.
-OFFLOADED_KEYS = frozenset(representation(bytes(16), 0, 1.0, 0, "x", "text", 0, 0.0, "", {}).to_dict())
+OFFLOADED_KEYS = frozenset(representation(bytes(16), 0, 1.0, (0, "x", "text", 0, 0.0, "", {})).to_dict())
 _REFERENCE = re.compile(r"\$\{step([0-9]{1,16})((?:\.[^.{}]+)*)\}")  # ASCII digits: int() takes what it matches
 _INDEX = re.compile(r"[0-9]{1,16}")
 

@@ -21,6 +21,9 @@ _SCAN_JSON = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # types
 # lengths of user, actor, channel, turn and executor (actor and channel may be absent), the number of runs
 _META_HEADER = struct.Struct(">BQQQddBIIIIII")
 _NO_NAME = 0xFFFFFFFF
+# a summary record's fields in SummaryRecord's order: step, executor, kind, size in units, created_at, summary,
+# retained scalars (a listing builds its Representations from these without making the record)
+SummaryFields = tuple[int, str, str, int, float, str, dict[str, Any]]
 
 
 @dataclass(slots=True)
@@ -125,6 +128,19 @@ class SummaryRecord:
     def __repr__(self) -> str:
         return f"<SummaryRecord kind={self.content_kind} step={self.step_num}>"
 
+    def matching(self, metadata: Metadata) -> SummaryRecord:
+        """This record, once its step, executor, kind and size are checked against the row's metadata (sealed
+        apart, so a summary of another row is an IntegrityError)."""
+        if (self.step_num, self.executor_name, self.content_kind, self.size_units) != (
+                metadata.step_num, metadata.executor_name, metadata.content_kind, metadata.size_units):
+            raise IntegrityError("a row's summary does not match its metadata")
+        return self
+
+    def fields(self) -> SummaryFields:
+        """The record's fields, in order."""
+        return (self.step_num, self.executor_name, self.content_kind, self.size_units, self.created_at,
+                self.summary, self.retained)
+
     def encode(self) -> bytes:
         """The record in format 2: a fixed binary header, then executor name, summary and retained scalars
         (JSON, empty when there are none) as UTF-8 (binary: a listing parses one per row)."""
@@ -159,16 +175,14 @@ class SummaryRecord:
         return record
 
 
-def record_fields(raw: bytes, legacy: bool) -> tuple[int, str, str, int, float, str, dict[str, Any]]:
+def record_fields(raw: bytes, legacy: bool) -> SummaryFields:
     """The fields of a summary record of format 2 (``legacy``: format 1), in SummaryRecord's order."""
     if not legacy:
         return summary_fields(raw)
-    record = SummaryRecord.decode_v1(raw)
-    return (record.step_num, record.executor_name, record.content_kind, record.size_units, record.created_at,
-            record.summary, record.retained)
+    return SummaryRecord.decode_v1(raw).fields()
 
 
-def summary_fields(raw: bytes) -> tuple[int, str, str, int, float, str, dict[str, Any]]:
+def summary_fields(raw: bytes) -> SummaryFields:
     """The fields of a format 2 summary record, in SummaryRecord's order (a listing takes them without making
     the record); a shape we did not write is an IntegrityError."""
     try:

@@ -101,7 +101,7 @@ def _item_schema(items: list[Any]) -> str:
             for key, child in list(item.items())[:MAX_KEYS_SHOWN]:
                 fields.setdefault(_short(key, 40), _type_name(child))
     if fields:
-        return " of {" + ", ".join(f"{k}: {t}" for k, t in fields.items()) + "}"
+        return " of {" + ", ".join(f"{name}: {kind}" for name, kind in fields.items()) + "}"
     return f" of {' | '.join(sorted(types))}" if types else ""
 
 

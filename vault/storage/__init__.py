@@ -49,8 +49,8 @@ def open_store(location: object, disk_reserve_bytes: int | None = None, pool_siz
     """The store at ``location``: a ``postgresql://`` or ``postgres://`` URL opens PostgreSQL with a pool of
     ``pool_size`` connections (None: 8); a path opens SQLite (created private if new; checked for unsafe
     permissions), keeping ``disk_reserve_bytes`` free on its file system (None: the default for that file
-    system; 0: no reserve). Any other URL is refused: a URL is never taken for a path (``postgresql://...`` once
-    made a directory named ``postgresql:``)."""
+    system; 0: no reserve). Any other URL is refused: a URL is never taken for a path (a mistyped
+    ``postgresql://...`` would make a directory named ``postgresql:``)."""
     scheme = url_scheme(location)
     if pool_size is not None:
         check_int(pool_size, "pool_size", 1, 1000)

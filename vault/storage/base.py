@@ -6,7 +6,7 @@ One transaction convention:
   row deleted and its seq reused between two of the call's reads);
 - writes run only inside ``store.transaction()``, which yields a :class:`WriteTx` (it reads too). It commits
   when the block ends and rolls back when it raises. Write transactions of one vault are serialised: two never
-  hand out one seq, and what a put reads in ``next_row`` still holds when it inserts;
+  hand out one seq, and what a put reads in ``next_seq_and_commitments`` still holds when it inserts;
 - the batched deletes, ``check_space``, ``stats``, ``scrub`` and ``close`` run on their own; deletes must work on
   a full disk (the SQLite store releases a ballast file for them); ``describe`` (for doctor) reads a
   database without opening it as a vault.
@@ -26,12 +26,22 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from keys import KeyRecords, SealedLedger
 
-# (seq, row id, key version, expires_at, size_bytes, sealed summary): what a listing needs of a row, no more
-ListedRow = tuple[int, bytes, int, float, int, bytes]
+
+class ListedRow(NamedTuple):
+    """What a listing needs of a row, no more: its clear columns and its sealed summary."""
+
+    seq: int
+    row_id: bytes
+    key_version: int
+    expires_at: float
+    size_bytes: int
+    sealed_summary: bytes
+
+
 RowSeqs = Callable[[list[bytes]], list[int]]  # the seq each row id names (IndexKey.row_seqs)
 Progress = Callable[[int], None] | None
 T = TypeVar("T")
@@ -101,8 +111,8 @@ class Snapshot(Protocol):
 class WriteTx(Snapshot, Protocol):
     """A write transaction: the only place rows are inserted or changed."""
 
-    def next_row(self, owner_tag: bytes, key_version: int,
-                 epoch: tuple[int, int] = (0, 0)) -> tuple[int, bytes | None, bytes | None]:
+    def next_seq_and_commitments(self, owner_tag: bytes, key_version: int,
+                                 epoch: tuple[int, int] = (0, 0)) -> tuple[int, bytes | None, bytes | None]:
         """The seq the next row gets and the recorded commitments of the owner key version and the expiry epoch's
         key that will wrap it (None if none), read together so the put can refuse a version retired or shredded,
         or an epoch closed, meanwhile."""

@@ -43,7 +43,7 @@ def record_key(store, owner: bytes, version: int = 1) -> None:
 def test_a_writer_of_another_owner_never_waits_for_an_open_put(store):
     ids = Ids()
     with store.transaction() as tx:
-        tx.next_row(OWNER, 1)  # the owner's lock held, uncommitted
+        tx.next_seq_and_commitments(OWNER, 1)  # the owner's lock held, uncommitted
         thread, done, errors = in_thread(lambda: put(store, ids, owner=OTHER_OWNER))
         assert done.wait(20) and errors == []  # committed while the first put is still open
     thread.join()
@@ -52,7 +52,7 @@ def test_a_writer_of_another_owner_never_waits_for_an_open_put(store):
 def test_writers_of_one_owner_queue_behind_each_other(store):
     ids = Ids()
     with store.transaction() as tx:
-        tx.next_row(OWNER, 1)
+        tx.next_seq_and_commitments(OWNER, 1)
         thread, done, errors = in_thread(lambda: put(store, ids, owner=OWNER))
         assert not done.wait(WAIT)  # waits for the owner's lock
     assert done.wait(20) and errors == []
@@ -63,7 +63,7 @@ def test_a_shred_waits_for_a_put_holding_the_key_and_a_later_put_sees_it_gone(st
     record_key(store, OWNER)
     ids = Ids()
     with store.transaction() as tx:
-        seq, commitment, _ = tx.next_row(OWNER, 1)
+        seq, commitment, _ = tx.next_seq_and_commitments(OWNER, 1)
         assert commitment == b"check"
         thread, done, errors = in_thread(lambda: store.commitments.tombstone_owner_versions(OWNER, None))
         assert not done.wait(WAIT)  # the put holds the owner's lock and the key's row FOR SHARE (either suffices)
@@ -73,7 +73,8 @@ def test_a_shred_waits_for_a_put_holding_the_key_and_a_later_put_sees_it_gone(st
     assert done.wait(20) and errors == []
     thread.join()
     with store.transaction() as tx:
-        assert tx.next_row(OWNER, 1)[1] is None  # the next put finds no commitment: it reloads, never wraps
+        # the next put finds no commitment: it reloads, never wraps
+        assert tx.next_seq_and_commitments(OWNER, 1)[1] is None
 
 
 def test_a_retirement_counts_rows_only_after_the_owners_puts_in_flight_commit(store):
@@ -86,7 +87,7 @@ def test_a_retirement_counts_rows_only_after_the_owners_puts_in_flight_commit(st
             counted.append(store.commitments.key_versions_in_use(OWNER))
 
     with store.transaction() as tx:
-        seq, _, _ = tx.next_row(OWNER, 1)
+        seq, _, _ = tx.next_seq_and_commitments(OWNER, 1)
         thread, done, errors = in_thread(retire)
         assert not done.wait(WAIT)
         tx.insert_chunk(seq, 0, b"c")

@@ -143,7 +143,7 @@ def test_queued_updates_keep_their_order_with_inserts_and_are_seen_by_the_next_s
     old = put(store, ids)
     with store.transaction() as tx:
         tx.update_wrapped_key(old.seq, 2, b"rewrapped", b"resealed")  # queued before the put's inserts
-        seq, _, _ = tx.next_row(OWNER, 1)
+        seq, _, _ = tx.next_seq_and_commitments(OWNER, 1)
         new = StoredRow(seq, ids.new(seq), OWNER, TURN, 1, NOW + 60, 1, b"w", b"m")
         tx.insert_chunk(seq, 0, b"chunk")
         tx.insert_row(new, b"summary")

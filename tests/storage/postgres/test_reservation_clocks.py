@@ -41,5 +41,5 @@ def test_a_version_a_tombstone_names_gets_no_commitment_and_no_put_takes_it(stor
         tx._run("INSERT INTO owner_keys (owner_tag, version, check_value) VALUES (%s, %s, %s)",
                 (OWNER, version, b"check"))
     with store.transaction() as tx:
-        assert tx.next_row(OWNER, version)[1] is None
+        assert tx.next_seq_and_commitments(OWNER, version)[1] is None
     put(store, Ids(), version=version + 1, expires=NOW + 60)  # the store itself is fine

@@ -11,8 +11,8 @@ import pytest
 from tests.storage.sqlite.faults import FailingCommit, OneConnection
 from vault import IntegrityError, StorageError
 from vault.storage import open_store
-from vault.storage.sqlite.rows import SqliteWriteTx
 from vault.storage.sqlite.writers import Writers
+from vault.storage.sqlite.writes import SqliteWriteTx
 
 
 @pytest.fixture

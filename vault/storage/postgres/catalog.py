@@ -21,12 +21,12 @@ from vault.errors import IntegrityError
 
 Described = tuple[str, str, str]  # (table, kind of object, its description)
 
-# one line per object on the vault's tables, in the home schema ``%(home)s`` (quoted), the tables ``%(tables)s``
+# one line per object on the vault's tables, in the schema ``%(schema)s`` (quoted), the tables ``%(tables)s``
 DESCRIBE = """
 WITH ours AS (SELECT c.oid, c.relname::text AS name, c.relkind, c.relpersistence, c.relrowsecurity,
                      c.relforcerowsecurity
               FROM pg_catalog.pg_class c JOIN unnest(%(tables)s::text[]) AS t(name) ON c.relname = t.name
-              WHERE c.relnamespace = %(home)s::regnamespace)
+              WHERE c.relnamespace = %(schema)s::regnamespace)
 SELECT name, 'kind', relkind::text || ' ' || relpersistence::text FROM ours
 UNION ALL SELECT name, 'row security', relrowsecurity::text || ' ' || relforcerowsecurity::text FROM ours
     WHERE relrowsecurity OR relforcerowsecurity
@@ -45,7 +45,7 @@ UNION ALL SELECT name, 'constraint', c.conname || ' ' || pg_get_constraintdef(c.
         || CASE WHEN c.condeferrable THEN ' DEFERRABLE' ELSE '' END
     FROM ours JOIN pg_catalog.pg_constraint c ON c.conrelid = ours.oid WHERE c.contype <> 'n'
 UNION ALL SELECT name, 'referenced by', c.conname FROM ours JOIN pg_catalog.pg_constraint c ON c.confrelid = ours.oid
-UNION ALL SELECT name, 'index', replace(pg_get_indexdef(i.indexrelid), ' ON ' || %(home)s || '.', ' ON ')
+UNION ALL SELECT name, 'index', replace(pg_get_indexdef(i.indexrelid), ' ON ' || %(schema)s || '.', ' ON ')
     FROM ours JOIN pg_catalog.pg_index i ON i.indrelid = ours.oid
 UNION ALL SELECT name, 'trigger', t.tgname FROM ours JOIN pg_catalog.pg_trigger t ON t.tgrelid = ours.oid
 UNION ALL SELECT name, 'rule', r.rulename FROM ours JOIN pg_catalog.pg_rewrite r ON r.ev_class = ours.oid
@@ -93,21 +93,21 @@ EXPECTED: frozenset[Described] = frozenset(
                                   f"check_value {_BYTEA}", "swept boolean NOT NULL"], "length, epoch, attempt"))
 
 
-def describe(connection: psycopg.Connection, home: str, tables: Sequence[str]) -> set[Described]:
-    """What the catalog says of ``tables`` in the schema ``home`` (quoted)."""
-    rows = connection.execute(DESCRIBE, {"home": home, "tables": list(tables)}).fetchall()
+def describe(connection: psycopg.Connection, schema: str, tables: Sequence[str]) -> set[Described]:
+    """What the catalog says of ``tables`` in ``schema`` (quoted)."""
+    rows = connection.execute(DESCRIBE, {"schema": schema, "tables": list(tables)}).fetchall()
     return {(str(table), str(kind), str(text)) for table, kind, text in rows}
 
 
-def unexpected(connection: psycopg.Connection, home: str, tables: Sequence[str]) -> list[Described]:
+def unexpected(connection: psycopg.Connection, schema: str, tables: Sequence[str]) -> list[Described]:
     """What the catalog holds on ``tables`` beyond what the vault made, sorted (empty: exactly the vault's)."""
-    return sorted(describe(connection, home, tables) - EXPECTED)
+    return sorted(describe(connection, schema, tables) - EXPECTED)
 
 
-def check(connection: psycopg.Connection, home: str, tables: Sequence[str]) -> None:
+def check(connection: psycopg.Connection, schema: str, tables: Sequence[str]) -> None:
     """IntegrityError unless everything on ``tables`` is what the vault made (the message names kinds and tables,
     never a definition's text, which may be anyone's)."""
-    found = unexpected(connection, home, tables)
+    found = unexpected(connection, schema, tables)
     if found:
         what = sorted({f"{kind} on {table}" for table, kind, _ in found})
         raise IntegrityError(f"the database holds schema objects scratchvault did not make ({', '.join(what)}): "

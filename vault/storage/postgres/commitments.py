@@ -10,19 +10,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import TYPE_CHECKING, NoReturn, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from vault.errors import IntegrityError, StorageError
+from vault.storage.postgres.rows import PgReads
 from vault.storage.postgres.writes import PgWriteTx
 from vault.storage.sql import KeyRecords
 from vault.storage.sql.dialect import POSTGRES
 from vault.storage.sql.session import Params, Session
 from vault.storage.sql.values import key_version
 
-if TYPE_CHECKING:
-    from vault.storage.postgres.store import PostgresStore
-
 T = TypeVar("T")
+
+
+class PostgresSchema(Protocol):
+    """What the key bookkeeping uses of the PostgreSQL store (PostgresStore): statements inside this thread's open
+    transaction or snapshot, and write transactions."""
+
+    def query(self, statement: str, parameters: Any = ()) -> list[tuple]: ...
+
+    def open_transaction(self) -> PgReads | None: ...
+
+    def transaction(self) -> PgWriteTx: ...
+
+    def get_meta(self, name: str) -> bytes | None: ...
 
 
 class _Session:
@@ -46,9 +57,9 @@ class _Session:
         self._tx.distrust()
         raise IntegrityError(message)
 
-    def must_stick(self, tables: frozenset[str]) -> None:
+    def check_tables_before_commit(self, tables: frozenset[str]) -> None:
         """Checked before COMMIT: by then the transaction's locks keep its tables as they are until it ends."""
-        self._tx.must_stick |= tables
+        self._tx.tables_checked_at_commit |= tables
 
 
 class PostgresKeyStore:
@@ -57,7 +68,7 @@ class PostgresKeyStore:
     __slots__ = ("_store",)
     dialect = POSTGRES
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: PostgresSchema) -> None:
         self._store = store
 
     def read(self, statement: str, params: Params) -> list[tuple]:
@@ -105,5 +116,5 @@ class PostgresCommitments(KeyRecords):
 
     __slots__ = ()
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: PostgresSchema) -> None:
         super().__init__(PostgresKeyStore(store))

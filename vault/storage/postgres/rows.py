@@ -18,7 +18,7 @@ import contextlib
 import hmac
 import itertools
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import psycopg
 
@@ -26,15 +26,26 @@ from keys import CHUNK_BYTES, SealedLedger
 from vault.errors import IntegrityError, StorageError
 from vault.storage.base import ListedRow, RowSeqs, StoredRow
 from vault.storage.postgres import sql
-from vault.storage.postgres.connections import TRANSLATE, fetched
+from vault.storage.postgres.connections import TRANSLATE, Pool, fetched
 from vault.storage.sql.values import blob, check_columns, sealed_ledger
-
-if TYPE_CHECKING:
-    from vault.storage.postgres.store import PostgresStore
 
 STREAM_AFTER = 16  # a read of more chunks than this streams through a server-side cursor, this many at a time
 FLUSH_BYTES = 4 << 20  # queued chunk inserts are sent once they hold this much (a long put never holds it all)
 _cursor_names = itertools.count(1)
+
+
+class TransactionHost(Protocol):
+    """What a snapshot or write transaction uses of its store (PostgresStore): the connection pool, the schema of
+    the vault's tables, and the transaction and snapshot this thread has open."""
+
+    pool: Pool
+    schema: str | None
+
+    def open_transaction(self) -> PgReads | None: ...
+
+    def set_transaction(self, tx: PgReads | None) -> None: ...
+
+    def set_snapshot(self, reads: PgReads | None) -> None: ...
 
 
 class PgReads:
@@ -43,7 +54,7 @@ class PgReads:
     BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
     READS_AHEAD = True  # one snapshot: what a row lookup brought is what a later statement would read
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: TransactionHost) -> None:
         self._store = store
         self._connection: psycopg.Connection | None = None
         self._begun = False
@@ -155,7 +166,7 @@ class PgReads:
                 raise IntegrityError("a row's summary is missing")
         if row_seqs([row[1] for row in found]) != [row[0] for row in found]:
             raise IntegrityError("a listed row is not where its id says")  # moved or copied: no id reaches it
-        return found
+        return [ListedRow._make(row) for row in found]
 
     def wrapped_key(self, seq: int) -> bytes:
         """The wrapped data key of row ``seq``."""

@@ -72,11 +72,11 @@ ALTER TABLE chunks ALTER COLUMN sealed SET STORAGE EXTERNAL;
 ALTER TABLE deletions ALTER COLUMN body SET STORAGE EXTERNAL
 """
 # where the vault's tables live: the schema holding its version table, else the one its DDL would create them in
-HOME = ("SELECT coalesce((SELECT relnamespace::regnamespace::text FROM pg_catalog.pg_class "
-        "WHERE oid = to_regclass('scratchvault_schema')), quote_ident(current_schema()))")
+TABLES_SCHEMA = ("SELECT coalesce((SELECT relnamespace::regnamespace::text FROM pg_catalog.pg_class "
+                 "WHERE oid = to_regclass('scratchvault_schema')), quote_ident(current_schema()))")
 # whether a table of the vault is missing (dropped behind its back; one no call uses yet would go unnoticed)
 MISSING = ("SELECT count(*) FROM unnest(%(tables)s::text[]) AS name "
-           "WHERE to_regclass(%(home)s || '.' || quote_ident(name)) IS NULL")
+           "WHERE to_regclass(%(schema)s || '.' || quote_ident(name)) IS NULL")
 OUR_TABLES = ("SELECT array_agg(to_regclass(name)::oid) FILTER (WHERE to_regclass(name) IS NOT NULL) "
               "FROM unnest(%s::text[]) AS name")
 
@@ -86,7 +86,7 @@ def migrate(connection: psycopg.Connection) -> str:
     transactional: two hosts opening one new database make it once); returns the schema the tables are in (quoted).
     A database of a newer scratchvault, or one whose tables carry a trigger, rule or policy, is refused."""
     connection.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATE_LOCK))
-    home = present(connection.execute(HOME).fetchone())[0]
+    schema = present(connection.execute(TABLES_SCHEMA).fetchone())[0]
     found = None
     if present(connection.execute("SELECT to_regclass('scratchvault_schema')").fetchone())[0] is not None:
         versions = [version for (version,) in connection.execute("SELECT version FROM scratchvault_schema")]
@@ -95,22 +95,22 @@ def migrate(connection: psycopg.Connection) -> str:
         found = versions[0] if versions else None
     if found is not None and found > SCHEMA_VERSION:
         raise StorageError("the database was written by a newer scratchvault; upgrade to open it")
-    check_foreign_objects(connection, home)
+    check_foreign_objects(connection, schema)
     if found != SCHEMA_VERSION:
         connection.execute(DDL)
         connection.execute("DELETE FROM scratchvault_schema")
         connection.execute("INSERT INTO scratchvault_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
-    if present(connection.execute(MISSING, {"home": home, "tables": list(TABLES)}).fetchone())[0]:
+    if present(connection.execute(MISSING, {"schema": schema, "tables": list(TABLES)}).fetchone())[0]:
         raise StorageError("a table of the vault is missing from the database (dropped?); restore it from "
                            "backup") from None
-    return home
+    return schema
 
 
-def check_foreign_objects(connection: psycopg.Connection, home: str | None = None,
+def check_foreign_objects(connection: psycopg.Connection, schema: str | None = None,
                           tables: Sequence[str] = TABLES) -> None:
     """IntegrityError unless the catalog of the vault's ``tables`` (all, when the store opens; a write's own, before
-    it commits) in ``home`` (the quoted schema; None: where they are found) is exactly what the vault made
+    it commits) in ``schema`` (the quoted schema; None: where they are found) is exactly what the vault made
     (vault/storage/postgres/catalog.py): a trigger, rule, policy, constraint, index or relation of someone else's
     could keep or copy the rows a delete removes, or undo a key's destruction (the role that owns the tables, or a
     superuser, put it there). Before a write commits, its locks keep its tables as checked until it ends."""
-    catalog.check(connection, home or present(connection.execute(HOME).fetchone())[0], tables)
+    catalog.check(connection, schema or present(connection.execute(TABLES_SCHEMA).fetchone())[0], tables)

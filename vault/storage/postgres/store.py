@@ -41,12 +41,12 @@ class PostgresStore:
         self.pool = Pool(url, pool_size)
         self._local = threading.local()
         self.commitments = PostgresCommitments(self)
-        self.home: str | None = None  # the schema of the vault's tables (quoted), known once migrate ran
+        self.schema: str | None = None  # the schema of the vault's tables (quoted), known once migrate ran
         try:
             with self.transaction() as tx:
                 tx._run("SELECT 1")
                 with TRANSLATE:
-                    self.home = migrate(tx.connection)
+                    self.schema = migrate(tx.connection)
         except BaseException:
             self.pool.close()
             raise

@@ -14,7 +14,7 @@ from vault.errors import IntegrityError, StorageError
 from vault.storage.base import StoredRow
 from vault.storage.postgres import sql
 from vault.storage.postgres.connections import TRANSLATE, fetched, present
-from vault.storage.postgres.rows import FLUSH_BYTES, PgReads, with_summaries
+from vault.storage.postgres.rows import FLUSH_BYTES, PgReads, TransactionHost, with_summaries
 from vault.storage.postgres.schema import KEYS_LOCK, LOCK_CLASS, OWNER_LOCK_CLASS, check_foreign_objects
 from vault.storage.sql.session import ROW_TABLES
 from vault.storage.sql.values import blob, check_columns
@@ -31,7 +31,7 @@ class PgWriteTx(PgReads):
     BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
     READS_AHEAD = False  # each statement sees the latest commits: nothing is read ahead
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: TransactionHost) -> None:
         super().__init__(store)
         self._rows: list[dict[str, Any]] = []  # queued rows, each with its summary
         self._updates: list[tuple[str, dict[str, Any]]] = []  # queued updates (nothing reads their results)
@@ -39,7 +39,8 @@ class PgWriteTx(PgReads):
         self._chunk_bytes = 0
         self._locked: set[tuple[int, int]] = set()
         self.deleted = False
-        self.must_stick: set[str] = set()  # tables it deleted from, a ledger, destroyed keys: checked before COMMIT
+        # the tables it deleted from, a ledger, destroyed keys: their catalog is checked before COMMIT
+        self.tables_checked_at_commit: set[str] = set()
 
     def __enter__(self) -> PgWriteTx:
         if self._store.open_transaction() is not None:
@@ -69,7 +70,7 @@ class PgWriteTx(PgReads):
             return
         connection = self.connection
         try:
-            if self.must_stick:  # a trigger or rule on them, or a table in their place, could undo or copy it
+            if self.tables_checked_at_commit:  # a trigger or rule on them, or a table in their place, could undo it
                 self._before_statement()
                 self._check_tables(connection)
             with TRANSLATE, connection.pipeline():
@@ -90,7 +91,7 @@ class PgWriteTx(PgReads):
         then fails)."""
         try:
             with TRANSLATE:
-                check_foreign_objects(connection, self._store.home, sorted(self.must_stick))
+                check_foreign_objects(connection, self._store.schema, sorted(self.tables_checked_at_commit))
         except IntegrityError:
             self.distrust()
             raise
@@ -150,8 +151,8 @@ class PgWriteTx(PgReads):
             self._run(sql.OWNER_LOCK, key)
             self._locked.add(key)
 
-    def next_row(self, owner_tag: bytes, key_version: int,
-                 epoch: tuple[int, int] = (0, 0)) -> tuple[int, bytes | None, bytes | None]:
+    def next_seq_and_commitments(self, owner_tag: bytes, key_version: int,
+                                 epoch: tuple[int, int] = (0, 0)) -> tuple[int, bytes | None, bytes | None]:
         """The next seq (a sequence: never reused) and the recorded commitments of the key version and the epoch
         key, their rows held FOR SHARE (closing an epoch waits for this put); the owner's lock first. Lock, seq and
         commitments go in one round trip with the BEGIN."""
@@ -224,7 +225,7 @@ class PgWriteTx(PgReads):
         store this id (deleted meanwhile). One statement: a concurrent delete of the row waits for this one and
         then finds it gone. The tables are checked before COMMIT whether or not a row went: a trigger planted
         since open that skips the delete would otherwise pass for "deleted meanwhile"."""
-        self.must_stick |= ROW_TABLES
+        self.tables_checked_at_commit |= ROW_TABLES
         found = self._one(sql.DELETE_ROW, {"seq": seq, "id": row_id})
         if found is None:
             return None
@@ -236,14 +237,14 @@ class PgWriteTx(PgReads):
         """Store (or replace) the owner's deletion ledger."""
         self.lock_owner(owner_tag)
         self._run(sql.UPSERT_LEDGER, (owner_tag, ledger.counter, ledger.body, ledger.tag))
-        self.must_stick.add("deletions")
+        self.tables_checked_at_commit.add("deletions")
 
 
 def delete_batch(tx: PgWriteTx, statement: str, key: object, after: int, size: int) -> tuple[int, int]:
     """Lock and delete up to ``size`` rows past seq ``after`` that ``statement`` picks by ``key``, with their
     summaries and chunks, in one statement; returns how many and the last seq. Every row locked must go (a rule or
     trigger planted since the store was opened could keep one: schema.check_foreign_objects refuses those)."""
-    tx.must_stick |= ROW_TABLES  # a trigger or rule planted since open: refused at COMMIT
+    tx.tables_checked_at_commit |= ROW_TABLES  # a trigger or rule planted since open: refused at COMMIT
     locked, gone, last = present(tx._one(statement, (key, after, size)))
     if gone != locked:
         raise IntegrityError("a delete left rows it was asked to remove (the database was altered to keep them)")

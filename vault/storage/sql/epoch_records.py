@@ -144,7 +144,7 @@ class EpochRecords:
         """Destroy one attempt (its commitment dropped if it was the recorded key)."""
 
         def destroy(session: Session) -> None:
-            session.must_stick(EPOCH_TABLES)
+            session.check_tables_before_commit(EPOCH_TABLES)
             session.run(self._sql(_TOMBSTONE), _attempt(length, epoch, attempt))
             session.run(self._sql(_DROP), _attempt(length, epoch, attempt))
 
@@ -156,7 +156,7 @@ class EpochRecords:
         params = {"by": whole_seconds(ended_by)}
 
         def close(session: Session) -> list[tuple[int, int]]:
-            session.must_stick(EPOCH_TABLES)
+            session.check_tables_before_commit(EPOCH_TABLES)
             found = session.all(self._sql(_ENDED_KEYS), params)
             for statement in _CLOSE:
                 session.run(self._sql(statement), params)
@@ -203,7 +203,7 @@ class EpochRecords:
             return
 
         def close(session: Session) -> None:
-            session.must_stick(EPOCH_TABLES)
+            session.check_tables_before_commit(EPOCH_TABLES)
             for attempt in attempts:
                 session.run(self._sql(_TOMBSTONE), _attempt(*attempt))
                 session.run(self._sql(_MARKER), _attempt(*attempt))

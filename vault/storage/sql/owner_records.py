@@ -126,7 +126,7 @@ class OwnerRecords:
         registration. Returns the versions destroyed."""
 
         def destroy(session: Session) -> set[int]:
-            session.must_stick(OWNER_KEY_TABLES)
+            session.check_tables_before_commit(OWNER_KEY_TABLES)
             found = versions if versions is not None else {
                 key_version(version) for (version,) in session.all(self._sql(_EVERY_VERSION), {"tag": owner_tag})}
             for version in sorted(found):

@@ -30,9 +30,10 @@ class Session(Protocol):
         """IntegrityError(``message``): the transaction rolls back, and a session that may itself be what was
         altered (PostgreSQL: a temporary relation of its own) is never used again."""
 
-    def must_stick(self, tables: frozenset[str]) -> None:
+    def check_tables_before_commit(self, tables: frozenset[str]) -> None:
         """What this transaction writes to ``tables`` must stick: the catalog of those tables is checked to be
-        exactly what the vault made before it commits (IntegrityError otherwise, nothing committed)."""
+        exactly what the vault made before it commits (SQLite: at once, under the writer lock; PostgreSQL: just
+        before COMMIT), IntegrityError otherwise and nothing committed."""
 
 
 class KeyStore(Protocol):

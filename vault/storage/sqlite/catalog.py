@@ -62,8 +62,9 @@ def allowed(schema: str) -> frozenset[CatalogEntry]:
     run on an empty file, the same after each earlier ``rows``, and SQLite's bookkeeping tables."""
     current = [statement for statement in schema.split(";") if statement.strip()]
     found = _made_by(current)
-    for rows in _EARLIER_ROWS:
-        found |= _made_by([rows, *(s for s in current if "CREATE TABLE IF NOT EXISTS rows " not in s)])
+    others = [statement for statement in current if "CREATE TABLE IF NOT EXISTS rows " not in statement]
+    for earlier_rows in _EARLIER_ROWS:
+        found |= _made_by([earlier_rows, *others])
     found |= _made_by(["CREATE TABLE t (x INTEGER PRIMARY KEY AUTOINCREMENT)", "INSERT INTO t VALUES (1)",
                        "CREATE INDEX i ON t (x)", *_SQLITE_OWN])
     names = _names(current)

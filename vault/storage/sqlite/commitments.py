@@ -6,9 +6,9 @@ it commits, and destructions that make room on a full file system (store.deletin
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, NoReturn, TypeVar
+from typing import NoReturn, Protocol, TypeVar
 
 from vault.errors import IntegrityError, StorageError
 from vault.storage.sql import KeyRecords
@@ -16,11 +16,26 @@ from vault.storage.sql.dialect import SQLITE
 from vault.storage.sql.session import Params, Session
 from vault.storage.sql.values import key_version
 from vault.storage.sqlite.schema import check_schema
-
-if TYPE_CHECKING:
-    from vault.storage.sqlite.store import SqliteStore
+from vault.storage.sqlite.writes import SqliteWriteTx
 
 T = TypeVar("T")
+
+
+class SqliteFile(Protocol):
+    """What the key bookkeeping uses of the SQLite store (SqliteStore): statements on this thread's connection,
+    the writer lock, and removal that makes room on a full file system."""
+
+    def query(self, sql: str, parameters: tuple | Mapping[str, object] = ()) -> list[tuple]: ...
+
+    def within(self, work: Callable[[sqlite3.Connection], T]) -> T: ...
+
+    def in_transaction(self) -> bool: ...
+
+    def transaction(self) -> SqliteWriteTx: ...
+
+    def deleting(self, work: Callable[[SqliteWriteTx], T]) -> T: ...
+
+    def get_meta(self, name: str) -> bytes | None: ...
 
 
 class _Session:
@@ -43,7 +58,7 @@ class _Session:
     def refuse(self, message: str) -> NoReturn:
         raise IntegrityError(message)
 
-    def must_stick(self, tables: frozenset[str]) -> None:
+    def check_tables_before_commit(self, tables: frozenset[str]) -> None:
         """Checked now: the writer lock is held, so nothing changes the schema until the transaction ends."""
         check_schema(self._connection, tables)
 
@@ -54,7 +69,7 @@ class SqliteKeyStore:
     __slots__ = ("_store",)
     dialect = SQLITE
 
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: SqliteFile) -> None:
         self._store = store
 
     def read(self, statement: str, params: Params) -> list[tuple]:
@@ -91,5 +106,5 @@ class SqliteCommitments(KeyRecords):
 
     __slots__ = ()
 
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: SqliteFile) -> None:
         super().__init__(SqliteKeyStore(store))

@@ -114,7 +114,7 @@ class Connections:
         """Close every idle connection now and every busy one when its use ends; later uses raise StorageError."""
         with self._lock:
             self.closed = True
-            idle = [c for c in self._open if c not in self._busy]
+            idle = [connection for connection in self._open if connection not in self._busy]
             self._open = []
         for connection in idle:
             connection.close()

@@ -24,10 +24,11 @@ from vault.storage.sqlite import schema
 from vault.storage.sqlite.commitments import SqliteCommitments
 from vault.storage.sqlite.connections import TRANSLATE, Connections, FileSystemFull
 from vault.storage.sqlite.deletes import delete_seqs
-from vault.storage.sqlite.rows import SqliteReads, SqliteWriteTx
+from vault.storage.sqlite.rows import SqliteReads
 from vault.storage.sqlite.schema import GC_BATCH, MAX_CHUNKS
 from vault.storage.sqlite.space import REUSABLE, DiskSpace, put_needs
 from vault.storage.sqlite.writers import Writers
+from vault.storage.sqlite.writes import SqliteWriteTx
 
 __all__ = ["SqliteCommitments", "SqliteReads", "SqliteStore", "SqliteWriteTx"]
 log = logging.getLogger("scratchvault")
