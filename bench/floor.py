@@ -5,7 +5,8 @@ untimed ``os.sync()``), three puts of the same text: the plaintext baseline, a *
 statements a vault put runs (against a vault file of its own) and the same seals (a data key's chunks and
 metadata, a wrap, a turn key's summary, through ``keys/``), with fixed records in place of the real ones, and
 the real ``Vault.put``. The bare put is the most any Python implementation of this row format could save: the gap
-between it and the real put is the Python around the statements and the seals (README, "Performance").
+between it and the real put is the Python around the statements and the seals (docs/decisions.md, "What the put
+targets cost").
 """
 
 from __future__ import annotations

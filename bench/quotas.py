@@ -1,4 +1,4 @@
-"""What per-owner quotas cost a put, and what the usage index buys (README, "Disk space and quotas").
+"""What per-owner quotas cost a put, and what the usage index buys (docs/operations.md, "Disk space and quotas").
 
 ``python -m bench.quotas [--rows N]`` fills three vaults with N rows (default 10,000) of one owner: one without
 quotas, one with them, and one with them on a file whose index on (owner_tag, size_bytes) was dropped (so the

@@ -59,7 +59,7 @@ class Extender:
         IntegrityError says so. A ledger altered or older than the keyring's count extends nothing."""
         for _ in range(EPOCH_ATTEMPTS):
             moment = self._now()
-            try:  # the epoch key is made, if new, outside any write transaction (keys/epoch_entries.py)
+            try:  # the epoch key is made, if new, outside any write transaction (keys/epochs/keys.py)
                 return self._extend(chosen, ttl, self._recipe.epoch_for(expiry(moment, ttl), moment))
             except _EpochMoved:
                 continue

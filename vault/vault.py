@@ -1,7 +1,7 @@
 """The Vault: the public API, and the one place that orders the access path. Every read-side method goes through
 :meth:`Vault._open_row`: look the row up by id -> compare its owner tag with the caller's (constant time) and check
 expiry -> on any failure the one NotFound -> only then fetch the owner's key, unwrap the data key and open the
-metadata (``keys/rowseal.py``). Nothing is decrypted before the check."""
+metadata (``keys/recipe.py``). Nothing is decrypted before the check."""
 
 from __future__ import annotations
 

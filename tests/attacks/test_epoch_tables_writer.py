@@ -1,4 +1,4 @@
-"""A writer of the epoch tables against expiry as erasure (issue 16's attacker review): deleting a live epoch's key
+"""A writer of the epoch tables against expiry as erasure: deleting a live epoch's key
 record, rolling its records back, or pushing an expiry out of range never erases a live key, deletes live rows or
 escapes as another exception, and a swept flag it sets never keeps an ended key alive. Each test states the property
 threat_model.md ("Expiry epochs") claims. Both stores (``db_path``, the

@@ -1,7 +1,6 @@
 """A writer of the database hides an owner's key versions (deletes their commitments and reservations) just before
 the owner is shredded, to put them back afterwards: the shred must still destroy every key of the owner in the
-keyring, or every copy of their rows opens again once the rows are restored (found by the PostgreSQL review;
-the same on both stores)."""
+keyring, or every copy of their rows opens again once the rows are restored (both stores)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A writer of the file plants SQL of its own: a trigger that makes deletes keep their rows, one that copies each
 deleted row's wrapped key and summary to a side table, a view, a table or an index. The vault refuses such a file
 at open and doctor fails it; planted while the vault is open, a trigger stops delete, gc and shred's row deletion
-with an IntegrityError instead of letting them report rows gone that remain (issue 13, finding 3).
+with an IntegrityError instead of letting them report rows gone that remain.
 
 On PostgreSQL the same attacks are the owner's or a superuser's triggers, rules and row security policies on the
 vault's tables (a table, view or index beside them keeps nothing a delete removes, and is not refused)."""

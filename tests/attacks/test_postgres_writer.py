@@ -1,9 +1,9 @@
 """A writer of the PostgreSQL database (its superuser, or whoever holds the role that owns the vault's tables) acting
 while a vault is open. A column changed to a type the driver cannot load; a rule or trigger planted after open on a
 table a shred or delete writes; a temporary view planted in the vault's own session by a trigger dropped again at
-once. No call may report a shred or delete done that did not stick, and every failure is a VaultError (issue 14,
-security review). Without these checks the rule below let a shred return success with the owner's key left in the
-keyring: the writer then put the rows and the key's commitment back and the vault read the shredded row again."""
+once. No call may report a shred or delete done that did not stick, and every failure is a VaultError.
+Without these checks the rule below would let a shred return success with the owner's key left in the keyring: the
+writer could then put the rows and the key's commitment back and the vault would read the shredded row again."""
 
 from __future__ import annotations
 

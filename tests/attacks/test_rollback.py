@@ -65,7 +65,7 @@ def test_deleted_row_written_back_is_not_found_not_listed_and_removed_by_gc(vaul
 @pytest.mark.parametrize("resume", ["extend_turn", "Scratchpad.resume"])
 def test_deleted_row_written_back_is_never_extended_but_removed_again_and_reported(vault, alice, attacker, clock,
                                                                                    doomed, resume):
-    """Detected: the laundering of issue 13 (finding 4) fails. A resumed turn extends its other rows, removes the
+    """Detected: laundering a deleted row through a resume fails. A resumed turn extends its other rows, removes the
     copy (the owner deleted it) instead of giving it a fresh, longer expiry, and says so with a counted
     IntegrityError; the next resume goes through."""
     rep, copy = doomed

@@ -1,7 +1,7 @@
 """How long a ledger keeps a deleted row (threat_model.md, "Rollback"): until every genuine copy of the row has
-expired, whatever expiry the file showed at the delete. A review's two proofs of concept: a writer lowers the
-clear expiry between the delete's check and its write, or undoes an extend_turn before the delete, so the entry
-was dropped while a longer-lived copy existed; that copy then read again and was extended."""
+expired, whatever expiry the file showed at the delete. Two attacks: a writer lowers the clear expiry between the
+delete's check and its write, or undoes an extend_turn before the delete; either would drop the entry while a
+longer-lived copy exists, which would then read again and be extended."""
 
 from __future__ import annotations
 

@@ -218,7 +218,7 @@ def test_readme_async_example_runs_against_the_os_keyring(real_keyring, tmp_path
 
 
 def test_tools_takes_the_strict_flag_of_the_sync_scratchpad(vault, alice):
-    """The facade's tools() has Scratchpad.tools' arguments, strict mode included (review finding)."""
+    """The facade's tools() has Scratchpad.tools' arguments, strict mode included."""
     sync = Scratchpad(vault, threshold_bytes=T)
     sync.observe(alice, "t1", 1, "fetch", "<p>figures</p>\n" * 999)
 

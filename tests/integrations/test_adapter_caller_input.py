@@ -1,4 +1,4 @@
-"""Review PoC: the adapters' public functions answer a caller's wrong arguments with InvalidArgument, as the whole
+"""The adapters' public functions answer a caller's wrong arguments with InvalidArgument, as the whole
 public API does, never with an AttributeError, TypeError or pydantic ValidationError from deeper down (or, worse,
 by accepting them and failing later, inside a run)."""
 

@@ -1,4 +1,4 @@
-"""Review PoC: ``scratchvault mcp``'s principal. A flag the host gave wins over its variable even when it is empty
+"""``scratchvault mcp``'s principal. A flag the host gave wins over its variable even when it is empty
 (an unset shell variable in the host's launch line): the server refuses to start rather than serve the user or
 turn another environment variable names."""
 

@@ -1,8 +1,7 @@
-"""Second review: the MCP server's middleware that hands ``tools/call`` arguments that are not an object to
+"""The MCP server's middleware that hands ``tools/call`` arguments that are not an object to
 ``call_tool`` (it runs before the SDK validates the params). Attacked over the README's multi-tenant HTTP server
 with raw JSON-RPC: whatever the request, the server does nothing but ``call_tool`` for the request's own
-principal, or refuses; unauthenticated requests never reach it; no answer shows another tenant's content.
-Found sound at e6f3a1c (these tests pass there): they guard the middleware against regressions."""
+principal, or refuses; unauthenticated requests never reach it; no answer shows another tenant's content."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Review PoCs for the README's multi-tenant MCP server over HTTP: a session opened with one tenant's token must
-not accept another tenant's token. The SDK binds a session to the token's client_id, issuer and subject and routes
-answers by JSON-RPC id within a session, so a verifier giving every tenant the same triple let bob, knowing alice's
-session id, join her session and receive her answer."""
+"""The README's multi-tenant MCP server over HTTP: a session opened with one tenant's token does not accept another
+tenant's token. The SDK binds a session to the token's client_id, issuer and subject and routes answers by JSON-RPC
+id within a session, so a verifier giving every tenant the same triple would let bob, knowing alice's session id,
+join her session and receive her answer."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Review PoCs: a tool result the vault cannot keep (a vault fault, or a value it refuses such as NaN) through the
+"""A tool result the vault cannot keep (a vault fault, or a value it refuses such as NaN) through the
 pydantic-ai and LangChain offloading wrappers. As in the Agents SDK adapter, and as ``tools``/``call_tool`` answer
 a fault, the model gets STORE_FAILED and the run goes on; the result's content shows nowhere (not in the answer,
-not in a log line). Before, the vault's exception ended the whole run, and a small NaN result that the framework
-alone would have shown ended it too."""
+not in a log line). Neither the vault's exception nor a small NaN result, which the framework alone would show,
+ends the run."""
 
 from __future__ import annotations
 

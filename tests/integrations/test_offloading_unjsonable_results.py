@@ -1,9 +1,8 @@
-"""Second review: the shared offloading rule (vault/integrations/_offload.py) in the pydantic-ai, LangChain and
-Agents SDK wrappers after the manual merge. A result that no JSON holds (a circular structure, one nested deeper
-than pydantic serialises) ended the whole run with a bare ValueError in all three wrappers, where the framework
-alone showed it, and the vault refuses it too: it is now STORE_FAILED, like NaN. A step number the application's
-run context gave (Agents SDK) that is not a step was hidden as STORE_FAILED; it now raises like a bad principal.
-Sound already: a fault on a large model result is STORE_FAILED logged by type only, a bad turn raises."""
+"""The shared offloading rule (vault/integrations/_offload.py) in the pydantic-ai, LangChain and Agents SDK
+wrappers. A result that no JSON holds (a circular structure, one nested deeper than pydantic serialises), which the
+vault refuses, reaches the model as STORE_FAILED, like NaN, and never ends the run. A step number the application's
+run context gave (Agents SDK) that is not a step raises like a bad principal, never hidden as STORE_FAILED. A fault
+on a large model result is STORE_FAILED logged by type only; a bad turn raises."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Review PoC: the Agents SDK offloading wrapper and tools returning pydantic models (as the pydantic-ai and
-LangChain wrappers take them: their JSON value). A small list of models reached the model as STORE_FAILED, and a
-large model was never offloaded (the SDK showed its whole text)."""
+"""The Agents SDK offloading wrapper and tools returning pydantic models, taken as the pydantic-ai and LangChain
+wrappers take them (their JSON value): a small list of models reaches the model as its JSON, not STORE_FAILED, and a
+large model is offloaded, not shown whole."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Attacks on the expiry epochs' key store as step 2 will rely on it (issue 16 step 1 review; threat_model.md,
-"Expiry epochs"): a writer of the database, a clock behind, a second process with a cache, a COMMIT that fails.
-The review's findings, each closed (the tests were strict xfails until then), then what held from the start."""
+"""Attacks on the expiry epochs' key store, which row format 3 relies on (threat_model.md, "Expiry epochs"): a
+writer of the database, a clock behind, a second process with a cache, a COMMIT that fails. Each test states the
+property the key store keeps against one of them."""
 
 from __future__ import annotations
 

@@ -264,7 +264,7 @@ def test_keyring_that_drops_owner_keys_is_caught_at_first_put(db_path, attacker,
 
 def test_key_written_despite_a_timeout_is_never_adopted_but_deleted(db_path, clock, attacker):
     """The keyring did the write but its reply was lost: that version's reservation is tombstoned, the next put
-    makes the next version, and the orphan entry is deleted, never used (issue 13, finding 1)."""
+    makes the next version, and the orphan entry is deleted, never used."""
     kr = FaultyKeyring(lost_reply="/owner-key")
     with reopen(db_path, kr, clock) as v:
         with pytest.raises(KeyUnavailable):

@@ -63,10 +63,10 @@ def test_a_shred_during_a_rotation_is_not_undone_by_it(db_path):
 
 
 def test_a_rotation_that_timed_out_and_lands_after_a_shred_brings_back_no_key(db_path, location_named):
-    """Issue 13, finding 1: process 1's rotation hangs on the keyring and gives up; process 2 shreds the owner; the
-    hung write lands afterwards. It holds only the one version it was writing, reserved in the file and tombstoned
-    since: a backup from before the shred stays unreadable, the owner's next put makes a new version, and the late
-    entry is deleted on sight and counted. (Two vaults with their own keyring edges: two processes.)"""
+    """No key comes back after a shred: process 1's rotation hangs on the keyring and gives up; process 2 shreds the
+    owner; the hung write lands afterwards. It holds only the one version it was writing, reserved in the file and
+    tombstoned since: a backup from before the shred stays unreadable, the owner's next put makes a new version, and
+    the late entry is deleted on sight and counted. (Two vaults with their own keyring edges: two processes.)"""
     ring = GatedKeyring()
     with Vault.open(db_path, keyring_backend=ring, keyring_timeout=0.2) as first, \
             Vault.open(db_path, keyring_backend=ring) as second:

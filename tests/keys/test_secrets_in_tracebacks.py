@@ -1,6 +1,6 @@
 """Owner and index keys never reach a traceback rendered with its frames' locals (Sentry's default, the stdlib's
 ``TracebackException(capture_locals=True)``): every KeyUnavailable and IntegrityError that keys/ raises is
-rendered that way, and neither the raw key bytes nor their Base64 or hex appear in it (issue 13, finding 2)."""
+rendered that way, and neither the raw key bytes nor their Base64 or hex appear in it."""
 
 from __future__ import annotations
 

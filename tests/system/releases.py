@@ -20,9 +20,9 @@ CHILD = r"""
 import base64, json, sys
 from vault import Principal, Vault, VaultError
 try:
-    from vault.storage.sqlite.schema import SCHEMA_VERSION  # the previous release's layout (8c9bad0 and later)
+    from vault.storage.sqlite.schema import SCHEMA_VERSION  # releases with the storage package
 except ImportError:
-    from vault.store import SCHEMA_VERSION  # 5869981
+    from vault.store import SCHEMA_VERSION  # releases before it
 from tests.support.file_keyring import FileKeyring, load, save
 from tests.support.keyring_entries import owner_username
 try:

@@ -1,4 +1,4 @@
-"""Expiry epochs across real processes (issue 16; threat_model.md, "Expiry epochs"): a gc killed between deleting an
+"""Expiry epochs across real processes (threat_model.md, "Expiry epochs"): a gc killed between deleting an
 epoch's key from the keyring and deleting its rows, finished by the next gc in a fresh process; and two processes
 putting rows into the same brand-new epoch at once, which ends with one key in the keyring.
 

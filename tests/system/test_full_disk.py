@@ -1,4 +1,4 @@
-"""A file system that really fills up (issue 13, finding 7): a 16 MiB tmpfs mounted by each test (as root; CI runs
+"""A file system that really fills up: a 16 MiB tmpfs mounted by each test (as root; CI runs
 as root), the vault's file on it, the rest filled with puts and with a plain file until the kernel answers ENOSPC.
 Puts stop at the disk reserve with nothing stored, delete, gc and shred still run on a completely full file
 system (the ballast), the same Vault object works again once space is freed, per-owner quotas refuse one owner
@@ -230,8 +230,8 @@ def grow_ledger(vault: Vault, user_id: str, entries: int) -> int:
 
 
 def test_a_delete_that_rewrites_a_large_ledger_runs_on_a_completely_full_file_system(small_fs, caplog):
-    """A review's proof of concept: each delete rewrites its owner's whole ledger, and one larger than the ballast
-    made a delete on a full disk fail. The ballast now grows with the largest ledger (up to half the reserve)."""
+    """Each delete rewrites its owner's whole ledger, and one larger than the ballast would fail on a full disk, so
+    the ballast grows with the largest ledger (up to half the reserve)."""
     db = small_fs / "v.db"
     with open_vault(db, MemoryKeyring(), disk_reserve_bytes=RESERVE) as vault:
         rows = [vault.put(ALICE, "t", step, "x", os.urandom(100_000)).id for step in range(3)]

@@ -1,4 +1,4 @@
-"""Issue 14's remanence figures, reproduced on the real server: what a DELETE, a VACUUM and a VACUUM FULL leave of
+"""Remanence on the real server: what a DELETE, a VACUUM and a VACUUM FULL leave of
 deleted rows in the table files and in ``pg_wal``. This is why the PostgreSQL deletion guarantee rests on retiring
 the key that wrapped a row, not on the database forgetting it.
 

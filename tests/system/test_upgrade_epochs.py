@@ -1,5 +1,5 @@
-"""Upgrades for the keys of expiry epochs (issue 16, step 1): a SQLite file of schema 4 and a PostgreSQL schema of
-version 1, each made by the release before (4397a9f, run in its own process), gain the epoch tables when this
+"""Upgrades for the keys of expiry epochs: a SQLite file of schema 4 and a PostgreSQL schema of version 1, each
+made by the release before (``SCHEMA_4_RELEASE``, run in its own process), gain the epoch tables when this
 release opens them, keep every row, and serve epoch keys; the release before then refuses the raised file as a
 newer scratchvault's and leaves it as it is."""
 

@@ -1,4 +1,4 @@
-"""Upgrades to row format 3 (issue 16, step 2): rows of several owners written by the release before it (4074bf0:
+"""Upgrades to row format 3: rows of several owners written by the release before it (``FORMAT_2_RELEASE``:
 format 2, data keys under the owner key alone, schema 5, run in its own process) read and list here; doctor counts
 them as rows under no expiry epoch; extend_turn and rewrap move them into the epoch of their expiry; and once those
 epochs have ended and gc destroyed their keys, a copy of the file taken after the rewrap no longer opens them though

@@ -1,5 +1,5 @@
 """Upgrades: files made before schema 3 (every layout since the first) used for everything by this code; the
-previous release (8c9bad0, schema 3: one mutable keyring entry per owner) still running while this one raises the
+previous release (``PREVIOUS``, schema 3: one mutable keyring entry per owner) still running while this one raises the
 schema and moves its keys to write-once entries; the previous release meeting a file made at schema 4.
 threat_model.md, "Row ids" and "Keyring entries"; README, "Upgrading". An altered id in such a file is
 tests/attacks/test_row_ids.py."""
@@ -51,17 +51,17 @@ def owner_entries(ring: Path) -> dict[str, list[str]]:
             "versions": sorted(user for service, user in names if service.endswith("/owner-key"))}
 
 
-# a row of format 3 (sealed under an expiry epoch, issue 16) read by a release before it: refused, never misread
+# a row of format 3 (sealed under an expiry epoch) read by a release before it: refused, never misread
 FAILS_CLOSED = {"error": "IntegrityError"}
 
 
 def test_this_release_reads_the_previous_ones_keys_in_place_and_puts_new_versions_in_write_once_entries(
         previous_tree, ring, db_path, attacker):
-    """Issue 13, finding 1, across the upgrade: the previous release (schema 3, one mutable keyset entry per owner)
-    makes the file and is still running when this one raises the schema. Every row reads here; versions made
-    before are read from the old entry, never copied or rewritten (a late copy could outlive a shred); a new
-    version gets its own write-once entry; a late write of the old entry with a version the file never recorded
-    is never adopted; once no live key is kept in the old entry it is deleted whole, and the old process fails
+    """No key comes back after a shred, across the upgrade: the previous release (schema 3, one mutable keyset entry
+    per owner) makes the file and is still running when this one raises the schema. Every row reads here; versions
+    made before are read from the old entry, never copied or rewritten (a late copy could outlive a shred); a new
+    version gets its own write-once entry; a late write of the old entry with a version the file never recorded is
+    never adopted; once no live key is kept in the old entry it is deleted whole, and the old process fails
     closed."""
     old = Previous(previous_tree, db_path, ring)
     try:
@@ -106,9 +106,8 @@ def keys_in(ring) -> dict[str, str]:
 
 def test_reading_an_owner_kept_in_the_old_entry_writes_nothing_and_a_shred_deletes_it(previous_tree, ring, db_path,
                                                                                     tmp_path):
-    """A review's proof of concept: a read that copied a live old-layout key into a new entry could time out and
-    land after a shred. Reads write nothing to the keyring now; the shred deletes the old entry, and a backup from
-    before it stays unreadable."""
+    """A read that copied a live old-layout key into a new entry could time out and land after a shred, so reads
+    write nothing to the keyring; the shred deletes the old entry, and a backup from before it stays unreadable."""
     old = Previous(previous_tree, db_path, ring)
     try:
         a1 = old("put", "alice", 1, "old one")
@@ -235,10 +234,10 @@ def test_a_file_made_before_schema_3_serves_every_operation_by_its_id_index(db_p
 # -- the last release before deletion ledgers ---------------------------------------------------------------------
 def test_a_file_made_before_ledgers_is_used_and_records_deletes_from_then_on(previous_tree, ring, db_path,
                                                                             attacker):
-    """A file of 8c9bad0 (schema 3, no deletions table, no counts in the keyring) opens as an owner who deleted
-    nothing: everything works, a delete starts the owner's ledger and count, and a copy of a row deleted from then
-    on is NotFound and collected. 8c9bad0 then refuses the file (it checks for tables it did not make before the
-    version; this release checks the version first) and leaves it as it is."""
+    """A file of the previous release (schema 3, no deletions table, no counts in the keyring) opens as an owner who
+    deleted nothing: everything works, a delete starts the owner's ledger and count, and a copy of a row deleted
+    from then on is NotFound and collected. The previous release then refuses the file (it checks for tables it did
+    not make before the version; this release checks the version first) and leaves it as it is."""
     old = Previous(previous_tree, db_path, ring)
     try:
         assert old.opened == 3

@@ -1,7 +1,7 @@
-"""The issue 16 backup test with the clock wound back: a backup taken while two rows of one turn lived, opened after
-the shorter one's epoch ended and gc destroyed its key, every owner key still in the keyring. The shorter row must not
-open (NotFound, as an expired row), the longer one must, and the turn's listing must show the longer one alone.
-Both store kinds (location_named: a file beside db_path, or a PostgreSQL schema)."""
+"""Expiry as erasure for a backup opened with the clock wound back: a backup taken while two rows of one turn lived,
+opened after the shorter one's epoch ended and gc destroyed its key, every owner key still in the keyring. The
+shorter row must not open (NotFound, as an expired row), the longer one must, and the turn's listing must show the
+longer one alone. Both store kinds (location_named: a file beside db_path, or a PostgreSQL schema)."""
 
 from __future__ import annotations
 

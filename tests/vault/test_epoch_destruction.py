@@ -1,4 +1,4 @@
-"""Destroying the keys of ended expiry epochs (issue 16; threat_model.md, "Expiry epochs") under faults: a keyring
+"""Destroying the keys of ended expiry epochs (threat_model.md, "Expiry epochs") under faults: a keyring
 that refuses the delete (gc still removes the rows and returns; doctor names the undeleted key; the next gc with a
 working keyring finishes), a host whose clock is behind putting into an epoch another host already destroyed (refused,
 nothing stored), and the number of epoch keys the keyring holds at steady state."""

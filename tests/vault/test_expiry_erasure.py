@@ -1,4 +1,4 @@
-"""Expiry as crypto-erasure (issue 16; threat_model.md, "Expiry epochs"), as whoever holds a copy of the database
+"""Expiry as crypto-erasure (threat_model.md, "Expiry epochs"), as whoever holds a copy of the database
 tries it: a backup taken while rows lived, opened after their epoch ended and gc destroyed its key, with the owner
 key present and the clock wound back to the copy's time; expiries on an epoch boundary and a second either side;
 extend_turn moving rows into a later epoch, after which a copy taken before the move no longer opens them.

@@ -1,4 +1,4 @@
-"""extend_turn across expiry epochs (issue 16; threat_model.md, "Expiry epochs"): a row extended from epoch e into
+"""extend_turn across expiry epochs (threat_model.md, "Expiry epochs"): a row extended from epoch e into
 epoch e + n is wrapped and sealed again under the new epoch's key, so it outlives the destruction of e's key, while a
 copy of the database taken before the extension holds it only under e and gives nothing of it once e is destroyed.
 Its clear columns are read as an attacker reads them (tests/attacks)."""

@@ -1,8 +1,8 @@
-"""A location written as a URL is never taken for a path: ``Vault.open("postgresql://...")`` used to create a
-directory tree named ``postgresql:`` in the working directory and a SQLite file in it (issue 14). Until the
-PostgreSQL store landed a URL of another scheme was a clear InvalidArgument, and still is; a PostgreSQL URL opens
-that store, and one no server answers is a StorageError at once. Neither shows the URL's password, in a message or
-a log line, and nothing is made in the working directory."""
+"""A location written as a URL is never taken for a path (``Vault.open("postgresql://...")`` must not create a
+directory tree named ``postgresql:`` in the working directory with a SQLite file in it). A URL of a scheme the vault
+has no store for is a clear InvalidArgument; a PostgreSQL URL opens that store, and one no server answers is a
+StorageError at once. Neither shows the URL's password, in a message or a log line, and nothing is made in the
+working directory."""
 
 from __future__ import annotations
 

@@ -129,8 +129,8 @@ def test_bad_settings_are_refused_before_anything_is_made(vault_dir, keyring_bac
 
 
 def test_an_owners_ledger_of_deleted_rows_counts_against_their_byte_quota(db_path, keyring_backend, clock):
-    """A review's proof of concept: an owner under a quota put and deleted rows in a loop and grew their ledger of
-    deleted rows (24 bytes a delete, kept max_ttl_seconds) past it. It counts as their bytes now."""
+    """An owner under a quota who puts and deletes rows in a loop grows their ledger of deleted rows (24 bytes a
+    delete, kept max_ttl_seconds); the ledger counts as their bytes, so the loop cannot pass the quota."""
     with opened(db_path, keyring_backend, clock, owner_max_bytes=1_000) as vault:
         refused_at = None
         for cycle in range(100):

@@ -1,1 +1,1 @@
-"""The row's plaintext side: records, chunking, slices and summaries (sealing is in ``keys/rowseal.py``)."""
+"""The row's plaintext side: records, chunking, slices and summaries (sealing is in ``keys/recipe.py``)."""

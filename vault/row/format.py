@@ -1,6 +1,6 @@
 """The row's plaintext records: the metadata record (sealed under the row's data key) and the summary record
 (sealed apart, under the turn summary key). Format 2 made both binary; format 1 (JSON) records are still read.
-The sealing is in ``keys/rowseal.py``.
+The sealing is in ``keys/recipe.py``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from vault.storage.base import Finding
 
-DEFAULT_SKEW = 300  # doctor needs no settings: it judges by the default allowance (keys/epochs.py)
+DEFAULT_SKEW = 300  # doctor needs no settings: it judges by the default allowance (keys/epochs/schedule.py)
 NO_EPOCH = "SELECT count(*) FROM rows WHERE {length}(wrapped_key) <> {size}"  # size: bound, EPOCH_WRAPPED_SIZE
 LIVE = "SELECT length, epoch FROM epoch_keys"
 UNSWEPT = "SELECT count(*) FROM epoch_tombstones WHERE attempt > 0 AND swept = {false}"

@@ -11,7 +11,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-# scratchvault's first layout (87589bf, schema 1): AUTOINCREMENT seqs, no owners table
+# scratchvault's first layout (schema 1): AUTOINCREMENT seqs, no owners table
 SCHEMA_V1_FIRST = """
 CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE rows (seq INTEGER PRIMARY KEY AUTOINCREMENT, id BLOB NOT NULL UNIQUE, owner_tag BLOB NOT NULL,

@@ -6,7 +6,7 @@ epoch whose end fits in 63 bits (checked by division, so that no row makes the c
 planted by a writer of the database, is left out of every listing and closing (one bad row must not stop the
 destruction of every epoch), and is counted by ``bad_epoch_rows`` (doctor). A tombstone the vault writes is
 unswept, even where a writer planted one marked swept: its entry must be deleted. Every change to the attempts
-runs under the lock key creation holds (keys/epoch_entries.py), and closing, tombstoning and recording a found
+runs under the lock key creation holds (keys/epochs/keys.py), and closing, tombstoning and recording a found
 entry mark the epoch tables as ones whose catalog must be exactly the vault's before they commit.
 """
 
