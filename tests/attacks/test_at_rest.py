@@ -19,8 +19,8 @@ import pytest
 from keys.testing import MemoryKeyring
 from vault import NotFound, Principal, Vault
 
-pytestmark = pytest.mark.sqlite_only("the SQLite file's bytes on disk; PostgreSQL's files: tests/system/"
-                                     "test_postgres_canaries.py and test_postgres_remanence.py")
+pytestmark = pytest.mark.sqlite_only("the SQLite file's bytes on disk; PostgreSQL's files: tests/attacks/"
+                                     "test_write_path_canaries.py and tests/system/test_postgres_remanence.py")
 ALICE = Principal("alice")
 SUFFIXES = ("", "-wal", "-shm", "-journal")
 

@@ -19,10 +19,11 @@ class _RefusesOneDelete(FaultyKeyring):
 
     def __init__(self, secrets, refused: str) -> None:
         super().__init__(secrets)
-        self.refused = refused
+        self.refused, self.was_armed = refused, True
 
     def delete_password(self, service, username):
         if username == self.refused:
+            self.failed += 1
             raise RuntimeError("the keyring refused to delete this item")
         super().delete_password(service, username)
 

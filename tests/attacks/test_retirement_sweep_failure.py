@@ -7,20 +7,22 @@ from __future__ import annotations
 import pytest
 
 from keys.testing import MemoryKeyring
+from tests.support.fault_counts import FaultDouble, Switch
 from tests.support.keyring_entries import owner_key_entries
 from vault import KeyUnavailable, Principal, Vault, VaultError, storage
 
 ALICE = Principal("alice")
 
 
-class FailsOneDelete(MemoryKeyring):
-    """A keyring whose next delete fails (locked, timed out): adversary 6, once."""
+class FailsOneDelete(MemoryKeyring, FaultDouble):
+    """A keyring whose next delete fails once ``fail_next`` is set (locked, timed out)."""
 
-    fail_next = False
+    fail_next = Switch()
 
     def delete_password(self, service, username):
         if self.fail_next:
             self.fail_next = False
+            self.failed()
             raise RuntimeError("the keyring is locked")
         super().delete_password(service, username)
 

@@ -11,22 +11,24 @@ from keyring.backend import KeyringBackend
 from keys.testing import MemoryKeyring
 from tests.attacks.sqlite_attacker import SqliteAttacker
 from tests.support.clock import FakeClock
+from tests.support.fault_counts import FaultDouble, Switch
 from vault import IntegrityError, NotFound, Principal, Vault
 
 ALICE = Principal("alice")
 
 
-class LoweringKeyring(MemoryKeyring):
+class LoweringKeyring(MemoryKeyring, FaultDouble):
     """Stands in for the attacker's timing: while the delete reads the owner's count of deletes (before it takes
-    the write lock), the row's clear expiry is set to 0 in the file."""
+    the write lock), the clear expiry of row ``row_id`` is set to 0 in the file (counted)."""
 
     attacker: SqliteAttacker | None = None
-    row_id: str | None = None
+    row_id = Switch()
 
     def get_password(self, service: str, username: str) -> str | None:
-        if service.endswith("/deletions") and self.attacker is not None and self.row_id is not None:
+        if service.endswith("/deletions") and self.attacker is not None and self.row_id:
             self.attacker.run(("UPDATE rows SET expires_at = 0 WHERE id = ?", bytes.fromhex(self.row_id)))
             self.row_id = None
+            self.failed()
         return super().get_password(service, username)
 
 

@@ -1,13 +1,16 @@
 """The upstream MCP server the proxy tests put behind ``scratchvault mcp --wrap``: a small ``MCPServer`` of the SDK
 with a tool returning a 2 MB page, small and structured results, a failing tool, an image, a resource and a
-prompt. Run as ``python -m tests.integrations.mcp_upstream`` (stdio); it says on stderr that it started."""
+prompt; a tool reporting progress and logging during its call, a slow one that records its cancellation, and one
+announcing that its lists changed. Run as ``python -m tests.integrations.mcp_upstream`` (stdio); it says on stderr
+that it started."""
 
 from __future__ import annotations
 
 import base64
 import sys
 
-from mcp.server.mcpserver import Image, MCPServer
+import anyio
+from mcp.server.mcpserver import Context, Image, MCPServer
 from pydantic import BaseModel
 
 PAGE = "".join(f"{i:07} CANARY-upstream page line\n" for i in range(64_000))  # about 2 MB
@@ -46,6 +49,38 @@ def broken() -> str:
 def picture() -> Image:
     """An image (passes as it is, whatever its size)."""
     return Image(data=base64.b64decode(base64.b64encode(bytes(20_000))), format="png")
+
+
+@server.tool()
+async def working(steps: int, ctx: Context) -> str:
+    """Reports progress at each step and logs a message before and after (notifications during a call)."""
+    await ctx.info("working: started")
+    for step in range(1, steps + 1):
+        await ctx.report_progress(step, steps, f"step {step} of {steps}")
+    await ctx.warning({"working": "finished", "steps": steps})
+    return f"worked {steps} steps"
+
+
+@server.tool()
+async def slow(marker: str) -> str:
+    """Waits an hour: writes "started" to the file ``marker`` names, then "cancelled" once it is cancelled."""
+    await anyio.Path(marker).write_text("started")
+    try:
+        await anyio.sleep(3600)
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await anyio.Path(marker).write_text("cancelled")
+        raise
+    return "slept"
+
+
+@server.tool()
+async def announce(ctx: Context) -> str:
+    """Announces that its tools, prompts and resources changed (to the clients' ``subscriptions/listen`` streams)."""
+    await ctx.notify_tools_changed()
+    await ctx.notify_prompts_changed()
+    await ctx.notify_resources_changed()
+    return "announced"
 
 
 @server.resource("page://readme")

@@ -13,6 +13,7 @@ from keyring.backend import KeyringBackend
 from keyring.errors import KeyringLocked
 
 from keys.testing import MemoryKeyring
+from tests.support.fault_counts import FaultDouble, Switch
 from tests.support.key_traces import KeyRecorder, traceback_leaks
 from vault import IntegrityError, KeyUnavailable, Principal, Vault, VaultError
 
@@ -20,17 +21,14 @@ ALICE = Principal("alice")
 LONG = "observation " * 20000  # several 64 KiB chunks
 
 
-class Failing(MemoryKeyring):
-    """A MemoryKeyring whose named operations raise KeyringLocked while ``failing`` holds them."""
+class Failing(MemoryKeyring, FaultDouble):
+    """A MemoryKeyring whose named operations raise KeyringLocked while ``failing`` holds them, counting them."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.failing: set[str] = set()
-        self.failed = 0
+    failing = Switch()
 
     def _check(self, operation: str) -> None:
-        if operation in self.failing:
-            self.failed += 1
+        if self.failing and operation in self.failing:
+            self.failed()
             raise KeyringLocked("collection is locked")
 
     def get_password(self, service: str, username: str) -> str | None:
@@ -110,10 +108,10 @@ def test_a_streamed_put_and_keyring_faults_leave_no_derived_key_in_the_traceback
                                  ({"set"}, lambda: vault.rotate_owner_key("alice")),
                                  ({"set"}, lambda: vault.put(Principal("bob"), "t", 1, "x", "new owner")),
                                  ({"get"}, lambda: vault.put(ALICE, "t", 2, "x", io.BytesIO(b"streamed")))):
-            ring.failing, ring.failed = operations, 0
+            ring.failing, failures_before = operations, ring.failures
             error = raised(call)
             ring.failing = set()
-            assert ring.failed > 0, operations
+            assert ring.failures > failures_before, operations
             assert_no_key(error, recorder, ring)
 
 
@@ -138,8 +136,8 @@ def test_a_shred_with_a_failing_keyring_leaves_no_derived_key_in_the_traceback(d
         clock.advance(3 * 86400)
         recorder.add_keyring(ring)
         for operations in ({"delete"}, {"get"}):
-            ring.failing, ring.failed = operations, 0
+            ring.failing, failures_before = operations, ring.failures
             error = raised(lambda: vault.shred_owner("alice"))
             ring.failing = set()
-            assert ring.failed > 0, operations
+            assert ring.failures > failures_before, operations
             assert_no_key(error, recorder, ring)

@@ -20,6 +20,7 @@ from keys.epochs.epoch_key import EpochKey, epoch_name
 from keys.epochs.marks import MARKER
 from keys.keyring.entries import serialize_single_key
 from keys.testing import MemoryKeyring
+from tests.support.fault_counts import FaultDouble, Switch
 from tests.support.file_keyring import FileKeyring, load
 from tests.support.repository import calling, child_env
 from vault import InvalidArgument, KeyUnavailable, storage
@@ -34,20 +35,21 @@ SKEW = 300
 CHILD = calling("tests.keys.test_epoch_keys.child_main")
 
 
-class FaultyKeyring(MemoryKeyring):
-    """A keyring whose deletes or writes fail while told to (a locked or broken Secret Service)."""
+class FaultyKeyring(MemoryKeyring, FaultDouble):
+    """A keyring whose deletes or writes fail while told to (a locked or broken Secret Service), counting them."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.refuse_deletes = self.refuse_writes = False
+    refuse_deletes = Switch()
+    refuse_writes = Switch()
 
     def delete_password(self, service, username):
         if self.refuse_deletes:
+            self.failed()
             raise OSError("the Secret Service is gone")
         super().delete_password(service, username)
 
     def set_password(self, service, username, password):
         if self.refuse_writes:
+            self.failed()
             raise OSError("the Secret Service is gone")
         super().set_password(service, username, password)
 

@@ -15,6 +15,7 @@ from keyring.errors import KeyringLocked, PasswordDeleteError
 
 from keys.testing import MemoryKeyring
 from tests.support.clock import FakeClock
+from tests.support.fault_counts import FaultDouble, Switch
 from tests.support.keyring_entries import owner_key_entries
 from vault import KeyUnavailable, NotFound, Principal, Vault
 
@@ -26,16 +27,18 @@ ERRORS: dict[str, Callable[[], Exception]] = {
 }
 
 
-class RefusingDeletes(MemoryKeyring):
-    """A MemoryKeyring whose deletes raise ``error()`` while ``refusing``, counted in ``refused``."""
+class RefusingDeletes(MemoryKeyring, FaultDouble):
+    """A MemoryKeyring whose deletes raise ``error()`` while ``refusing``, counted in ``failures``."""
+
+    refusing = Switch()
 
     def __init__(self, error: Callable[[], Exception]) -> None:
         super().__init__()
-        self.error, self.refusing, self.refused = error, False, 0
+        self.error = error
 
     def delete_password(self, service: str, username: str) -> None:
         if self.refusing:
-            self.refused += 1
+            self.failed()
             raise self.error()
         super().delete_password(service, username)
 
@@ -61,7 +64,7 @@ def test_a_shred_whose_keyring_deletes_fail_leaves_the_owner_unreadable_and_comp
         ring.refusing = True
         with pytest.raises(KeyUnavailable, match="keyring"):
             vault.shred_owner("alice")
-        assert ring.refused > 0, "the fault never fired: the shred asked the keyring to delete nothing"
+        assert ring.failures > 0, "the fault never fired: the shred asked the keyring to delete nothing"
         with pytest.raises((KeyUnavailable, NotFound)):
             vault.get(ALICE, row)
         assert vault.get(BOB, other).content == "keep me"
@@ -83,7 +86,7 @@ def test_a_gc_whose_epoch_key_deletes_fail_collects_its_rows_and_destroys_the_ke
         clock.advance(3600)
         ring.refusing = True
         assert vault.gc() == 1
-        assert ring.refused > 0, "the fault never fired: gc asked the keyring to delete no epoch key"
+        assert ring.failures > 0, "the fault never fired: gc asked the keyring to delete no epoch key"
         assert epoch_keys(ring) == [ended, live]
         ring.refusing = False
         clock.advance(60)

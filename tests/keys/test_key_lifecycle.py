@@ -13,6 +13,7 @@ import pytest
 from keyring.backend import KeyringBackend
 
 from keys.testing import MemoryKeyring
+from tests.support.fault_counts import FaultDouble, Switch
 from tests.support.keyring_entries import owner_key_entries
 from vault import InvalidArgument, KeyUnavailable, NotFound, Principal, Vault, storage
 
@@ -145,13 +146,14 @@ def test_a_stale_cache_in_another_vault_follows_rotation_retirement_and_shreddin
     second.close()
 
 
-class HangingKeyring(MemoryKeyring):
-    """A keyring whose reads hang once armed (a stuck D-Bus call)."""
+class HangingKeyring(MemoryKeyring, FaultDouble):
+    """A keyring whose reads hang while ``hanging`` (a stuck D-Bus call), counting them."""
 
-    armed = False
+    hanging = Switch()
 
     def get_password(self, service, username):
-        if self.armed:
+        if self.hanging:
+            self.failed()
             time.sleep(3)
         return super().get_password(service, username)
 
@@ -164,12 +166,12 @@ def test_a_hanging_keyring_is_key_unavailable_within_the_timeout(db_path):
     with Vault.open(db_path, keyring_backend=ring, keyring_timeout=0.3, key_cache_seconds=0.01) as vault:
         row = vault.put(ALICE, "t", 1, "x", "waiting").id
         time.sleep(0.05)
-        ring.armed = True
+        ring.hanging = True
         started = time.monotonic()
         with pytest.raises(KeyUnavailable, match="did not answer"):
             vault.get(ALICE, row)
         assert time.monotonic() - started < 2
-        ring.armed = False
+        ring.hanging = False
         time.sleep(3)  # let the hung call finish before the next
         assert vault.get(ALICE, row).content == "waiting"
 

@@ -14,6 +14,7 @@ from keyring.errors import KeyringLocked
 from keys.keyring.edge import KeyringEdge
 from keys.keyring.secret import Secret
 from keys.testing import MemoryKeyring
+from tests.support.fault_counts import FaultDouble, Switch
 from tests.support.keyring_entries import owner_key_entries
 from vault import InvalidArgument, KeyUnavailable, NotFound, Principal, Vault, storage
 
@@ -131,13 +132,14 @@ def test_a_timed_out_keyring_write_blocks_further_writes_to_that_entry_until_it_
     assert ring.get_password("svc", "entry") == "second"
 
 
-class RefusingDeletes(MemoryKeyring):
-    """A keyring that refuses every delete while ``refusing`` is set (a locked collection)."""
+class RefusingDeletes(MemoryKeyring, FaultDouble):
+    """A keyring that refuses every delete while ``refusing`` is set (a locked collection), counting them."""
 
-    refusing = False
+    refusing = Switch()
 
     def delete_password(self, service, username):
         if self.refusing:
+            self.failed()
             raise KeyringLocked("locked for the test")
         super().delete_password(service, username)
 

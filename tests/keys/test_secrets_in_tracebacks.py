@@ -14,17 +14,21 @@ from keyring.backend import KeyringBackend
 from keyring.errors import KeyringLocked
 
 from keys.testing import MemoryKeyring
+from tests.support.fault_counts import FaultDouble, Switch
 from vault import IntegrityError, KeyUnavailable, Principal, Vault, VaultError
 
 ALICE = Principal("alice")
 
 
-class Scripted(MemoryKeyring):
-    """A MemoryKeyring whose writes fail as told: locked, or hanging past the vault's timeout."""
+class Scripted(MemoryKeyring, FaultDouble):
+    """A MemoryKeyring whose owner-key writes fail as told (``fail``): locked, or hanging past the vault's
+    timeout; counted."""
 
-    fail: str | None = None
+    fail = Switch()
 
     def set_password(self, service: str, username: str, password: str) -> None:
+        if self.fail and "/owner" in service:
+            self.failed()
         if self.fail == "locked" and "/owner" in service:
             raise KeyringLocked("locked")
         if self.fail == "hang" and "/owner" in service:
@@ -118,22 +122,26 @@ def test_a_tampered_row_leaves_no_key_in_the_traceback(vault, keyring_backend, a
     assert leaks(failure(lambda: vault.get(ALICE, row)), keyring_backend, seen) == []
 
 
-class Odd(MemoryKeyring):
-    """A MemoryKeyring that misbehaves as told: entries read back as bytes or with a lone surrogate appended, or
-    a write interrupted by a BaseException (a KeyboardInterrupt or a cancellation inside the backend)."""
+class Odd(MemoryKeyring, FaultDouble):
+    """A MemoryKeyring that misbehaves as told (``mode``), counting each call it spoiled: entries read back as
+    bytes or with a lone surrogate appended, or a write interrupted by a BaseException (a KeyboardInterrupt or a
+    cancellation inside the backend)."""
 
-    mode: str | None = None
+    mode = Switch()
 
     def get_password(self, service: str, username: str):
         value = super().get_password(service, username)
         if value is not None and self.mode == "bytes":
+            self.failed()
             return value.encode()
         if value is not None and self.mode == "surrogate":
+            self.failed()
             return value + "\ud800"
         return value
 
     def set_password(self, service: str, username: str, password: str) -> None:
         if self.mode == "interrupt":
+            self.failed()
             raise Interrupted("inside the backend")
         super().set_password(service, username, password)
 

@@ -11,6 +11,7 @@ from datetime import datetime
 import pytest
 
 from tests.attacks.stores import store_module
+from tests.support.fault_counts import FaultDouble
 from vault import IntegrityError, InvalidArgument, KeyUnavailable, NotFound, Principal, Vault
 from vault.audit import AuditTrail
 
@@ -157,12 +158,14 @@ def test_record_time_is_utc_and_fields_are_plain_json(vault, audit):
 
 
 def test_a_failing_handler_or_filter_never_breaks_an_operation(vault, audit):
-    class Broken(logging.Handler):
+    class Broken(logging.Handler, FaultDouble):
         def emit(self, record: logging.LogRecord) -> None:
+            self.failed()
             raise OSError("disk full")
 
     logger = logging.getLogger("scratchvault.audit")
     broken = Broken()
+    broken.arm()
     logger.addHandler(broken)
     try:
         row = vault.put(CAROL, TURN, 1, EXEC, "still stored").id

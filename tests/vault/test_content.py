@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from keys.testing import MemoryKeyring
 from tests.attacks.stores import STORE
 from tests.support.clock import FakeClock
+from tests.support.fault_counts import FaultDouble
 from vault import IntegrityError, InvalidArgument, Principal, Vault
 from vault.row.chunks import chunked, content_chunks, text_pieces
 from vault.storage.sqlite.schema import MAX_CHUNKS
@@ -180,14 +181,16 @@ def test_a_full_read_that_fails_midway_leaves_nothing_open(vault, alice, db_path
     assert attacker.checkpoint()  # a checkpoint completes: nothing of the failed read holds the WAL
 
 
-class FailingStream:
-    """Returns ``good`` full pieces, then raises (as a broken pipe or a closed file would)."""
+class FailingStream(FaultDouble):
+    """Returns ``good`` full pieces, then raises (as a broken pipe or a closed file would; counted)."""
 
     def __init__(self, good: int) -> None:
         self.good = good
+        self.arm()
 
     def read(self, size: int = -1) -> bytes:
         if self.good == 0:
+            self.failed()
             raise OSError("stream broke")
         self.good -= 1
         return b"x" * size

@@ -9,6 +9,7 @@ from keyring.backend import KeyringBackend
 
 from keys.testing import MemoryKeyring
 from tests.support.clock import FakeClock
+from tests.support.fault_counts import FaultDouble, Switch
 from vault import Principal, Vault, storage
 
 ALICE, BOB = Principal("alice"), Principal("bob")
@@ -16,13 +17,14 @@ HOUR, SKEW = 3600, 300
 T0 = 500_000 * HOUR + 100.0  # 100 s into an epoch
 
 
-class RefusingKeyring(MemoryKeyring):
-    """A keyring whose deletes fail while ``refuse`` is set (a locked Secret Service)."""
+class RefusingKeyring(MemoryKeyring, FaultDouble):
+    """A keyring whose deletes fail while ``refuse`` is set (a locked Secret Service), counting them."""
 
-    refuse = False
+    refuse = Switch()
 
     def delete_password(self, service, username):
         if self.refuse:
+            self.failed()
             raise OSError("the Secret Service is gone")
         super().delete_password(service, username)
 

@@ -5,19 +5,25 @@ from __future__ import annotations
 
 import sqlite3
 
+from tests.support.fault_counts import FaultDouble
 
-class FailingCommit:
-    """A connection whose COMMIT fails as a full disk makes it fail, recording what the transaction did."""
 
-    def __init__(self) -> None:
+class ScriptedConnection(FaultDouble):
+    """A connection recording what the transaction did; with ``commit_fails`` its COMMIT fails as a full disk
+    makes it fail (counted)."""
+
+    def __init__(self, *, commit_fails: bool) -> None:
         self.in_transaction = False
         self.statements: list[str] = []
+        if commit_fails:
+            self.arm()
 
     def execute(self, sql: str, parameters: tuple = ()) -> None:
         self.statements.append(sql)
         if sql == "BEGIN IMMEDIATE":
             self.in_transaction = True
-        elif sql == "COMMIT":
+        elif sql == "COMMIT" and self.armed():
+            self.failed()
             raise sqlite3.OperationalError("database or disk is full")
 
     def rollback(self) -> None:
@@ -28,12 +34,12 @@ class FailingCommit:
 class OneConnection:
     """Connections handing out one connection, counting uses."""
 
-    def __init__(self, connection: FailingCommit) -> None:
+    def __init__(self, connection: ScriptedConnection) -> None:
         self.connection, self.uses = connection, 0
 
-    def acquire(self) -> FailingCommit:
+    def acquire(self) -> ScriptedConnection:
         self.uses += 1
         return self.connection
 
-    def release(self, connection: FailingCommit) -> None:
+    def release(self, connection: ScriptedConnection) -> None:
         self.uses -= 1

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from tests.storage.sqlite.faults import FailingCommit, OneConnection
+from tests.storage.sqlite.faults import OneConnection, ScriptedConnection
 from vault import IntegrityError, StorageError
 from vault.storage import open_store
 from vault.storage.sqlite.writers import Writers
@@ -37,7 +37,7 @@ def another_thread_gets_a_turn(writers: Writers) -> bool:
 
 
 def test_a_failed_commit_is_rolled_back_released_and_raised_as_a_storage_error(writers):
-    connection = FailingCommit()
+    connection = ScriptedConnection(commit_fails=True)
     connections = OneConnection(connection)
     committed: list[bool] = []
     with pytest.raises(StorageError, match="disk is full"):
@@ -49,7 +49,7 @@ def test_a_failed_commit_is_rolled_back_released_and_raised_as_a_storage_error(w
 
 
 def test_an_error_inside_the_block_rolls_back_and_leaves_unchanged(writers):
-    connection = FailingCommit()
+    connection = ScriptedConnection(commit_fails=False)
     connections = OneConnection(connection)
     with pytest.raises(KeyError):
         with SqliteWriteTx(connections, False, lambda: None, writers):
