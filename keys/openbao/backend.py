@@ -83,8 +83,12 @@ class OpenBaoKeyring(KeyringBackend):
                                                                     raise_on_deleted_version=True)
             except bao_errors.InvalidPath:
                 return None
-            value = response["data"]["data"].get(FIELD)
-            return value if isinstance(value, str) else None
+            value = (response.get("data") or {}).get("data") or {}
+            if not isinstance(value.get(FIELD), str):  # never "absent": a new key would be written over it
+                raise KeyUnavailable("a keyring entry of this vault in OpenBao is not a scratchvault entry "
+                                     f"(no text '{FIELD}' field); restore it from a backup of the server, or "
+                                     "delete it")
+            return str(value[FIELD])
 
         return self._session.call("read a key", read)
 

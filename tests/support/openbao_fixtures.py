@@ -69,16 +69,18 @@ class ServerEntries(MutableMapping[tuple[str, str], str]):
     def _kv(self) -> Any:
         return self._admin.secrets.kv.v2
 
-    def __getitem__(self, key: tuple[str, str]) -> str:
+    def __getitem__(self, key: tuple[str, str]) -> Any:
         try:
             stored = self._kv().read_secret_version(path=entry_path(self._prefix, *key), mount_point="scratchvault",
                                                     raise_on_deleted_version=True)
         except bao_errors.InvalidPath:
             raise KeyError(key) from None
-        return str(stored["data"]["data"]["password"])
+        value = stored["data"]["data"]["password"]
+        return bytes(value) if isinstance(value, list) else value  # a planted non-text value, as it was planted
 
-    def __setitem__(self, key: tuple[str, str], value: str) -> None:
-        self._kv().create_or_update_secret(path=entry_path(self._prefix, *key), secret={"password": value},
+    def __setitem__(self, key: tuple[str, str], value: Any) -> None:
+        stored = list(value) if isinstance(value, bytes) else value  # a planted non-text value stays non-text
+        self._kv().create_or_update_secret(path=entry_path(self._prefix, *key), secret={"password": stored},
                                            mount_point="scratchvault")
 
     def __delitem__(self, key: tuple[str, str]) -> None:
