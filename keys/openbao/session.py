@@ -53,13 +53,14 @@ class OpenBaoSession:
         return self._config
 
     def call(self, action: str, operation: Callable[[hvac.Client], T]) -> T:
-        """``operation`` on a logged-in client. A 403 under AppRole (the token revoked or expired early) logs in
-        again and tries once more: the refused request changed nothing on the server."""
+        """``operation`` on a logged-in client. A 403 under AppRole or a token file (the token revoked or expired
+        early) logs in again (a new AppRole login, or the file read again) and tries once more: the refused request
+        changed nothing on the server."""
         self.ensure_token()
         try:
             return self._translated(action, lambda: operation(self._client))
         except _Forbidden:
-            if self._config.login != "approle":
+            if self._config.login == "token":
                 raise self._forbidden(action) from None
         with self._lock:
             self._renew_at = None

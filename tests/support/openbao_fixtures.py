@@ -129,10 +129,10 @@ def openbao_secret_id(openbao_server: BaoServer) -> str:
     return openbao_server.secret_id_file(f"session-{uuid.uuid4().hex[:8]}")
 
 
-def openbao_keyring_for(server: BaoServer, secret_id_file: str, **settings: Any) -> ObservedOpenBaoKeyring:
+def openbao_keyring_for(server: BaoServer, secret_id: str, /, **settings: Any) -> ObservedOpenBaoKeyring:
     """A keyring logged in with AppRole under a fresh prefix of its own (unless ``prefix=`` is given)."""
     chosen: dict[str, Any] = {"prefix": f"test-{uuid.uuid4().hex[:12]}", "addr": server.addr, "cacert": server.cacert,
-                              "role_id": server.role_id, "secret_id_file": secret_id_file, "token": None,
+                              "role_id": server.role_id, "secret_id_file": secret_id, "token": None,
                               "token_file": None}
     return ObservedOpenBaoKeyring(server, **{**chosen, **settings})
 
