@@ -135,3 +135,10 @@ def test_python_keyring_backend_selects_it_for_vault_open(openbao_server, openba
         assert vault.get(alice, row).content == "kept in OpenBao"
     keyring = openbao_keyring_for(openbao_server, openbao_secret_id, prefix="env-selected")
     assert any(service.endswith("/index") for service, _ in keyring.secrets)
+
+
+def test_the_documented_policy_is_the_one_the_servers_here_use():
+    from keys.openbao.policy import policy_hcl
+    from tests.support.repository import ROOT
+
+    assert policy_hcl() in (ROOT / "docs" / "openbao.md").read_text()
