@@ -83,7 +83,7 @@ class BaoServer:
 
     def admin(self) -> hvac.Client:
         """A client holding the root token."""
-        return hvac.Client(url=self.addr, token=self.root_token, verify=self.cacert, timeout=10)
+        return hvac.Client(url=self.addr, token=self.root_token, verify=self.cacert, timeout=60)
 
     def secret_id_file(self, name: str) -> str:
         """A new AppRole secret id, in a file of its own (one per simulated machine)."""
@@ -191,7 +191,7 @@ ui            = false
     (directory / "addr").write_text(f"https://127.0.0.1:{port}")
     server = BaoServer(directory)
     server.launch()
-    client = hvac.Client(url=server.addr, verify=server.cacert, timeout=10)
+    client = hvac.Client(url=server.addr, verify=server.cacert, timeout=120)  # raft's first write is slow when busy
     keys = client.sys.initialize(secret_shares=1, secret_threshold=1)
     for name, value in (("unseal-key", keys["keys"][0]), ("root-token", keys["root_token"])):
         (directory / name).write_text(value)
