@@ -68,6 +68,10 @@ class OpenBaoKeyring(KeyringBackend):
         """The logged-in connection (for doctor and the tests)."""
         return self._session
 
+    def bound_timeout(self, seconds: float) -> None:
+        """Vault.open calls this with its keyring_timeout: no HTTP request outlives the vault's wait for it."""
+        self._session.bound_timeout(seconds)
+
     def path(self, service: str, username: str) -> str:
         """The KV path (relative to the mount) of one entry."""
         return entry_path(self.config.prefix, service, username)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import hvac
@@ -51,6 +52,17 @@ class OpenBaoSession:
     def config(self) -> OpenBaoConfig:
         """The configuration this session connects with."""
         return self._config
+
+    def bound_timeout(self, seconds: float) -> None:
+        """Make every later request time out within ``seconds`` too (a vault's keyring_timeout), so that a request
+        the vault gave up on ends by then, on the server's side as well."""
+        with self._lock:
+            if seconds >= self._config.timeout:
+                return
+            self._config = replace(self._config, timeout=seconds)
+            client = hvac.Client(url=self._config.addr, verify=self._config.verify, timeout=seconds)
+            client.token = self._client.token
+            self._client = client
 
     def call(self, action: str, operation: Callable[[hvac.Client], T]) -> T:
         """``operation`` on a logged-in client. A 403 under AppRole or a token file (the token revoked or expired
