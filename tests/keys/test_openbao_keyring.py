@@ -142,3 +142,18 @@ def test_the_documented_policy_is_the_one_the_servers_here_use():
     from tests.support.repository import ROOT
 
     assert policy_hcl() in (ROOT / "docs" / "openbao.md").read_text()
+
+
+def test_neither_token_nor_secret_id_reaches_a_log_line(openbao_server, openbao_secret_id, caplog, tmp_path, clock):
+    import logging
+    from pathlib import Path
+
+    caplog.set_level(logging.DEBUG)  # every logger: urllib3's request lines, hvac's, ours
+    keyring = openbao_keyring_for(openbao_server, openbao_secret_id)
+    with Vault.open(tmp_path / "v.db", keyring_backend=keyring, clock=clock) as vault:
+        alice = Principal("alice")
+        vault.put(alice, "t", 1, "tool", "logged?")
+        vault.shred_owner(alice.user_id)
+    token, secret_id = keyring.session._client.token, Path(openbao_secret_id).read_text()
+    assert token and caplog.records, "nothing was logged: the check would be empty"
+    assert token not in caplog.text and secret_id not in caplog.text
