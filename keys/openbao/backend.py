@@ -40,9 +40,12 @@ class OpenBaoKeyring(KeyringBackend):
         super().__init__()  # type: ignore[no-untyped-call]  # keyring's KeyringBackend.__init__ is unannotated
         if config is not None and overrides:
             raise TypeError("pass either config= or settings, not both")
-        self._session = OpenBaoSession(config if config is not None else OpenBaoConfig.from_env(**overrides))
+        # read at first use, so that a keyring loaded by name (PYTHON_KEYRING_BACKEND) with a setting missing
+        # says which one at the vault's first call, through the vault's own errors
+        self._given, self._overrides = config, overrides
+        self._made: OpenBaoSession | None = None
         self._mount_checked = False
-        self._check_lock = threading.Lock()
+        self._check_lock, self._session_lock = threading.Lock(), threading.Lock()
 
     @properties.classproperty
     def priority(cls) -> float:  # keyring's classproperty passes the class
@@ -52,6 +55,8 @@ class OpenBaoKeyring(KeyringBackend):
         raise RuntimeError("OpenBaoKeyring is used only when chosen (PYTHON_KEYRING_BACKEND or an instance)")
 
     def __repr__(self) -> str:
+        if self._made is None:
+            return "OpenBaoKeyring(not yet configured)"
         config = self.config
         return f"OpenBaoKeyring(addr={config.addr!r}, mount={config.mount!r}, prefix={config.prefix!r})"
 
@@ -61,16 +66,20 @@ class OpenBaoKeyring(KeyringBackend):
     @property
     def config(self) -> OpenBaoConfig:
         """Where the keys are and how this backend logs in (the token is not in its repr)."""
-        return self._session.config
+        return self.session.config
 
     @property
     def session(self) -> OpenBaoSession:
-        """The logged-in connection (for doctor and the tests)."""
-        return self._session
+        """The connection (for doctor and the tests); KeyUnavailable when the configuration is incomplete."""
+        with self._session_lock:
+            if self._made is None:
+                config = self._given if self._given is not None else OpenBaoConfig.from_env(**self._overrides)
+                self._made = OpenBaoSession(config)
+            return self._made
 
     def bound_timeout(self, seconds: float) -> None:
         """Vault.open calls this with its keyring_timeout: no HTTP request outlives the vault's wait for it."""
-        self._session.bound_timeout(seconds)
+        self.session.bound_timeout(seconds)
 
     def path(self, service: str, username: str) -> str:
         """The KV path (relative to the mount) of one entry."""
@@ -94,7 +103,7 @@ class OpenBaoKeyring(KeyringBackend):
                                      "delete it")
             return str(value[FIELD])
 
-        return self._session.call("read a key", read)
+        return self.session.call("read a key", read)
 
     def set_password(self, service: str, username: str, password: str) -> None:
         """Store a secret; an entry written once is refused (KeyUnavailable) when it already exists."""
@@ -102,7 +111,7 @@ class OpenBaoKeyring(KeyringBackend):
         path, mount = self.path(service, username), self.config.mount
         cas = 0 if written_once(service, username) else None
         try:
-            self._session.call("write a key", lambda client: client.secrets.kv.v2.create_or_update_secret(
+            self.session.call("write a key", lambda client: client.secrets.kv.v2.create_or_update_secret(
                 path=path, secret={FIELD: password}, cas=cas, mount_point=mount))
         except CasRefused:
             raise KeyUnavailable("an OpenBao entry that is written once already exists, and was not overwritten; "
@@ -113,7 +122,7 @@ class OpenBaoKeyring(KeyringBackend):
         if self.get_password(service, username) is None:
             raise PasswordDeleteError("no such entry")
         path, mount = self.path(service, username), self.config.mount
-        self._session.call("delete a key", lambda client: client.secrets.kv.v2.delete_metadata_and_all_versions(
+        self.session.call("delete a key", lambda client: client.secrets.kv.v2.delete_metadata_and_all_versions(
             path=path, mount_point=mount))
 
     def _check_mount(self) -> None:
@@ -123,7 +132,7 @@ class OpenBaoKeyring(KeyringBackend):
         with self._check_lock:
             if self._mount_checked:
                 return
-            version = mount_version(self._session)
+            version = mount_version(self.session)
             if version != "2":
                 raise KeyUnavailable(f"the OpenBao mount {self.config.mount} is not a KV version 2 engine (found "
                                      f"{version or 'none'}): enable one (bao secrets enable -path="

@@ -20,8 +20,9 @@ SHORT_TOKEN_SECONDS = 300
 
 def report(keyring: OpenBaoKeyring) -> list[Finding]:
     """Every finding; a server that cannot be reached, or a token that cannot be used, ends the report there."""
-    findings = [_tls(keyring)]
+    findings: list[Finding] = []
     try:
+        findings.append(_tls(keyring))
         findings.append(_health(keyring))
         if findings[-1][0] == "FAIL":
             return findings

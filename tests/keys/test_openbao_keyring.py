@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import pickle
 
+import keyring.core
 import pytest
 from hvac import exceptions as bao_errors
 from keyring.errors import PasswordDeleteError
@@ -123,6 +124,7 @@ def test_it_is_never_auto_selected_unless_named(monkeypatch):
 
 def test_python_keyring_backend_selects_it_for_vault_open(openbao_server, openbao_secret_id, monkeypatch, tmp_path,
                                                           clock):
+    monkeypatch.setattr(keyring.core, "_keyring_backend", None)  # keyring loads its backend again, by name
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keys.openbao.OpenBaoKeyring")
     for name, value in (("BAO_ADDR", openbao_server.addr), ("BAO_CACERT", openbao_server.cacert),
                         ("SCRATCHVAULT_OPENBAO_ROLE_ID", openbao_server.role_id),
@@ -133,8 +135,8 @@ def test_python_keyring_backend_selects_it_for_vault_open(openbao_server, openba
     with Vault.open(tmp_path / "v.db", clock=clock) as vault:
         row = vault.put(alice, "t", 1, "tool", "kept in OpenBao").id
         assert vault.get(alice, row).content == "kept in OpenBao"
-    keyring = openbao_keyring_for(openbao_server, openbao_secret_id, prefix="env-selected")
-    assert any(service.endswith("/index") for service, _ in keyring.secrets)
+    ring = openbao_keyring_for(openbao_server, openbao_secret_id, prefix="env-selected")
+    assert any(service.endswith("/index") for service, _ in ring.secrets)
 
 
 def test_the_documented_policy_is_the_one_the_servers_here_use():
@@ -157,3 +159,14 @@ def test_neither_token_nor_secret_id_reaches_a_log_line(openbao_server, openbao_
     token, secret_id = keyring.session._client.token, Path(openbao_secret_id).read_text()
     assert token and caplog.records, "nothing was logged: the check would be empty"
     assert token not in caplog.text and secret_id not in caplog.text
+
+
+def test_chosen_by_name_without_an_address_vault_open_says_what_to_set(monkeypatch, tmp_path, clock):
+    from vault import KeyUnavailable as VaultKeyUnavailable
+
+    monkeypatch.setattr(keyring.core, "_keyring_backend", None)  # keyring loads its backend again, by name
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keys.openbao.OpenBaoKeyring")
+    for name in ("BAO_ADDR", "VAULT_ADDR"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(VaultKeyUnavailable, match="set BAO_ADDR"):
+        Vault.open(tmp_path / "v.db", clock=clock)

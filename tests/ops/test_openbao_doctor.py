@@ -4,6 +4,8 @@ the audit device."""
 
 from __future__ import annotations
 
+import keyring.core
+
 from keys.openbao.doctor import report
 from tests.support.openbao_fixtures import openbao_keyring_for
 from vault.ops.doctor import diagnose
@@ -56,6 +58,7 @@ def test_plain_http_on_loopback_is_a_warning(openbao_server, openbao_secret_id):
 
 def test_the_doctor_command_reports_the_backend_chosen_by_python_keyring_backend(
         openbao_server, openbao_secret_id, monkeypatch, tmp_path):
+    monkeypatch.setattr(keyring.core, "_keyring_backend", None)  # keyring loads its backend again, by name
     for name, value in (("PYTHON_KEYRING_BACKEND", "keys.openbao.OpenBaoKeyring"), ("BAO_ADDR", openbao_server.addr),
                         ("BAO_CACERT", openbao_server.cacert), ("SCRATCHVAULT_OPENBAO_ROLE_ID", openbao_server.role_id),
                         ("SCRATCHVAULT_OPENBAO_SECRET_ID_FILE", openbao_secret_id)):
