@@ -112,8 +112,7 @@ class OpenBaoSession:
 
     def _login(self) -> None:
         config = self._config
-        if config.login == "approle":
-            assert config.role_id is not None and config.secret_id_file is not None
+        if config.role_id is not None and config.secret_id_file is not None:  # AppRole (config.login)
             secret_id = read_file(config.secret_id_file, "secret id")
             role_id = config.role_id
             auth = self._translated("log in with AppRole", lambda: self._client.auth.approle.login(
