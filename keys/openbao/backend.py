@@ -63,6 +63,12 @@ class OpenBaoKeyring(KeyringBackend):
     def __reduce__(self) -> Any:
         raise TypeError("an OpenBao keyring holds a token and cannot be pickled")
 
+    def __copy__(self) -> OpenBaoKeyring:
+        """A copy sharing this one's connection (keyring's with_properties makes one); pickling stays refused."""
+        copied = type(self).__new__(type(self))
+        copied.__dict__.update(self.__dict__)
+        return copied
+
     @property
     def config(self) -> OpenBaoConfig:
         """Where the keys are and how this backend logs in (the token is not in its repr)."""

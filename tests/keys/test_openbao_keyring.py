@@ -10,6 +10,7 @@ import keyring.core
 import pytest
 from hvac import exceptions as bao_errors
 from keyring.errors import PasswordDeleteError
+from keyring.testing.backend import BackendBasicTests
 
 from keys.errors import KeyUnavailable
 from keys.openbao import OpenBaoConfig, OpenBaoKeyring
@@ -170,3 +171,17 @@ def test_chosen_by_name_without_an_address_vault_open_says_what_to_set(monkeypat
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(VaultKeyUnavailable, match="set BAO_ADDR"):
         Vault.open(tmp_path / "v.db", clock=clock)
+
+
+class TestKeyringsOwnContract(BackendBasicTests):
+    """jaraco/keyring's own contract for any backend: unicode, difficult characters, empty user names, deletes."""
+
+    @pytest.fixture(autouse=True)
+    def _init_properties(self, request, openbao_server, openbao_secret_id):
+        self._made_by = (openbao_server, openbao_secret_id)
+        self.keyring = self.init_keyring()
+        self.credentials_created = set()
+        request.addfinalizer(self.cleanup)
+
+    def init_keyring(self):
+        return openbao_keyring_for(*self._made_by)
