@@ -32,6 +32,9 @@ cd "$ROOT"
 if [[ "${1:-}" == "--gc" ]]; then
     shift
     "$PY" -m bench.epoch_gc "$@"
+elif [[ "${1:-}" == "--openbao" ]]; then  # bench/openbao.sh: the OpenBao keyring against this GNOME Keyring
+    shift
+    "$PY" -m bench.openbao "$@"
 else
     "$PY" -m bench.epoch_keyring "$@"
 fi

@@ -26,6 +26,11 @@ from keys.testing import MemoryKeyring
 from tests.attacks.stores import STORE, attacker_class
 from tests.support.clock import FakeClock
 from tests.support.fault_counts import silent_faults
+from tests.support.openbao_fixtures import (  # noqa: F401 (fixtures)
+    openbao_keyring,
+    openbao_secret_id,
+    openbao_server,
+)
 from tests.support.postgres import (
     ADMIN_URL_ENV,
     TestDatabase,
@@ -63,7 +68,11 @@ def every_armed_fault_fires() -> Iterator[None]:
 
 
 @pytest.fixture
-def keyring_backend() -> MemoryKeyring:
+def keyring_backend(request: pytest.FixtureRequest) -> MemoryKeyring:
+    """The in-memory keyring, or with SCRATCHVAULT_TEST_KEYRING=openbao one whose entries live in the OpenBao
+    server (tests/support/openbao_fixtures.py), with the same ``secrets`` and ``reads``."""
+    if os.environ.get("SCRATCHVAULT_TEST_KEYRING") == "openbao":
+        return request.getfixturevalue("openbao_keyring")
     return MemoryKeyring()
 
 
@@ -153,6 +162,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if POSTGRES_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.postgres)
+        if "openbao_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.openbao)
         marker = item.get_closest_marker("sqlite_only")
         if STORE == "postgres" and marker is not None:
             item.add_marker(pytest.mark.skip(reason="sqlite_only: " + (marker.args[0] if marker.args else "")))

@@ -68,7 +68,11 @@ def open_parts(location: object, backend: KeyringBackend | str | None,
     replaced one fails here, not on first use; the owners' key version marks written once from the database if no
     release before wrote them) and its owners' counts of deletes in the keyring. Refuses an unacceptable keyring
     before the store is touched."""
-    keyring = KeyringEdge(resolve_backend(backend), timeout=float(settings.keyring_timeout))
+    resolved = resolve_backend(backend)
+    bound = getattr(resolved, "bound_timeout", None)  # a backend with its own request timeout (keys/openbao)
+    if callable(bound):
+        bound(float(settings.keyring_timeout))
+    keyring = KeyringEdge(resolved, timeout=float(settings.keyring_timeout))
     store = open_store(location, settings.disk_reserve_bytes, settings.pool_size)
     try:
         keys = _key_manager(store, keyring, settings)

@@ -181,6 +181,8 @@ class _Refused(Exception):
 
 
 def _translate(error: Exception, action: str) -> KeyUnavailable:
+    if isinstance(error, KeyUnavailable):  # a backend of this project (keys/openbao) already gives its own remedy
+        return KeyUnavailable(str(error))
     if isinstance(error, KeyringLocked):
         return KeyUnavailable(f"the OS keyring is locked and could not {action}: unlock it (login or "
                               f"gnome-keyring-daemon --unlock) and retry; {REMEDY}")

@@ -19,6 +19,12 @@ def diagnose(location: str | Path | None) -> tuple[list[str], bool]:
         backend = resolve_backend(None)
         lines.append(f"ok    keyring backend: {type(backend).__module__}.{type(backend).__name__} "
                      f"(priority {backend.priority})")
+        if type(backend).__module__.startswith("keys.openbao."):  # hvac is an optional dependency
+            from keys.openbao.doctor import report
+
+            found = report(backend)  # type: ignore[arg-type]  # the module check above picks OpenBaoKeyring
+            safe = safe and all(status != "FAIL" for status, _ in found)
+            lines += [f"{status:<6}{text}" for status, text in found]
     except VaultError as error:
         safe = False
         lines.append(f"FAIL  keyring backend: {error}")

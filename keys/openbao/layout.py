@@ -1,0 +1,70 @@
+"""Where a keyring entry (service, user) lives in the KV v2 mount, and which entries are written once.
+
+Path: ``[<prefix>/]<service>/<folder>/<user>``, the service's ``/`` kept as folders and every other character
+outside ``[A-Za-z0-9._-]`` written ``~XX`` (so no entry can name ``..`` or another's folder). ``<folder>`` is the
+user name up to its first ``.``: an owner's key versions (user ``<owner tag>.<version>``) share one folder of
+their own, so listing what an owner has left is one small LIST, never one that grows with the number of owners.
+The key layer itself never lists.
+
+Written once (check-and-set 0, refused when the entry exists): the index key, every owner key version, and every
+attempt at an epoch key (user ``<E>.<e>.<attempt>``). Marks and counters (owner marks, epoch markers, deletion
+counters, epoch lengths) are raised in place.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SAFE = re.compile(r"[A-Za-z0-9_-]")
+_EPOCH_KEY_USER = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
+
+
+def escape(segment: str) -> str:
+    """One path segment: safe characters kept, '.' kept inside, everything else (and a segment of dots) ~XX."""
+    if segment.strip(".") == "":
+        return "".join(f"~{ord(char):02x}" for char in segment) or "~"
+    return "".join(char if _SAFE.fullmatch(char) or char == "." else
+                   "".join(f"~{byte:02x}" for byte in char.encode()) for char in segment)
+
+
+def folder(prefix: str, service: str) -> str:
+    """The folder of a service's entries."""
+    segments = [escape(part) for part in service.split("/")]
+    return "/".join([prefix, *segments] if prefix else segments)
+
+
+def entry_path(prefix: str, service: str, username: str) -> str:
+    """The path of one entry, relative to the mount."""
+    return f"{folder(prefix, service)}/{owner_folder(username)}/{escape(username)}"
+
+
+def owner_folder(username: str) -> str:
+    """The folder an entry's user name falls in (its part before the first '.')."""
+    return escape(username.split(".", 1)[0])
+
+
+def written_once(service: str, username: str) -> bool:
+    """Whether the key layer writes this entry exactly once (a rewrite would replace a key)."""
+    kind = service.rsplit("/", 1)[-1]
+    return kind in ("index", "owner-key") or (kind == "epoch-key" and _EPOCH_KEY_USER.fullmatch(username) is not None)
+
+
+def unescape(segment: str) -> str:
+    """The text of one escaped segment."""
+    out, i = bytearray(), 0
+    while i < len(segment):
+        if segment[i] == "~":
+            if segment == "~":
+                return ""
+            out.append(int(segment[i + 1:i + 3], 16))
+            i += 3
+        else:
+            out += segment[i].encode()
+            i += 1
+    return out.decode()
+
+
+def entry_of(prefix: str, path: str) -> tuple[str, str]:
+    """The (service, user) of an entry's path (relative to the mount): the inverse of ``entry_path``."""
+    parts = path.split("/")[len(prefix.split("/")) if prefix else 0:]
+    return "/".join(unescape(part) for part in parts[:-2]), unescape(parts[-1])

@@ -1,0 +1,183 @@
+"""One logged-in connection to OpenBao: the token (from the environment, a file, or an AppRole login), renewed or
+replaced before it expires, and every failure translated into KeyUnavailable with a remedy.
+
+The token lives in the hvac client only: it is never formatted into an error, a log line or a repr. Errors name
+the exception type and the HTTP status, never a server message (which could echo a request).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import hvac
+import requests
+from hvac import exceptions as bao_errors
+
+from keys.errors import KeyUnavailable
+from keys.openbao.config import SEE_DOCS, OpenBaoConfig, read_file
+
+T = TypeVar("T")
+RENEW_FRACTION = 0.5  # renew (or log in again) once half the token's lifetime has passed
+NO_EXPIRY = float("inf")
+
+
+class CasRefused(Exception):
+    """A write-once entry already exists on the server (check-and-set refused the write): nothing was written."""
+
+
+class OpenBaoSession:
+    """An hvac client that is logged in when a call needs it; thread-safe."""
+
+    __slots__ = ("_client", "_config", "_lock", "_renew_at", "_renewable", "_ttl")
+
+    def __init__(self, config: OpenBaoConfig) -> None:
+        self._config = config
+        self._client = hvac.Client(url=config.addr, verify=config.verify, timeout=config.timeout)
+        self._lock = threading.Lock()
+        self._renew_at: float | None = None  # monotonic time to renew at; None: not logged in
+        self._ttl = 0.0
+        self._renewable = False
+
+    def __repr__(self) -> str:
+        return f"OpenBaoSession(addr={self._config.addr!r}, login={self._config.login!r})"
+
+    def __reduce__(self) -> Any:
+        raise TypeError("an OpenBao session holds a token and cannot be pickled")
+
+    @property
+    def config(self) -> OpenBaoConfig:
+        """The configuration this session connects with."""
+        return self._config
+
+    def bound_timeout(self, seconds: float) -> None:
+        """Make every later request time out within ``seconds`` too (a vault's keyring_timeout), so that a request
+        the vault gave up on ends by then, on the server's side as well."""
+        with self._lock:
+            if seconds >= self._config.timeout:
+                return
+            self._config = replace(self._config, timeout=seconds)
+            client = hvac.Client(url=self._config.addr, verify=self._config.verify, timeout=seconds)
+            client.token = self._client.token
+            self._client = client
+
+    def call(self, action: str, operation: Callable[[hvac.Client], T]) -> T:
+        """``operation`` on a logged-in client. A 403 under AppRole or a token file (the token revoked or expired
+        early) logs in again (a new AppRole login, or the file read again) and tries once more: the refused request
+        changed nothing on the server."""
+        self.ensure_token()
+        try:
+            return self._translated(action, lambda: operation(self._client))
+        except _Forbidden:
+            if self._config.login == "token":
+                raise self._forbidden(action) from None
+        with self._lock:
+            self._renew_at = None
+        self.ensure_token()
+        try:
+            return self._translated(action, lambda: operation(self._client))
+        except _Forbidden:
+            raise self._forbidden(action) from None
+
+    def unauthenticated(self, action: str, operation: Callable[[hvac.Client], T]) -> T:
+        """``operation`` with whatever token the client holds (health and seal status need none)."""
+        try:
+            return self._translated(action, lambda: operation(self._client))
+        except _Forbidden:
+            raise self._forbidden(action) from None
+
+    def token_state(self) -> tuple[float, bool]:
+        """Seconds the token has left (inf for a token without expiry) and whether it is renewable."""
+        self.ensure_token()
+        data = self.call("look up the token", lambda client: client.auth.token.lookup_self())["data"]
+        ttl = float(data.get("ttl") or 0)
+        return (ttl if ttl > 0 else NO_EXPIRY), bool(data.get("renewable"))
+
+    def ensure_token(self) -> None:
+        """Log in, or renew the token, when it has none or half its lifetime is gone."""
+        with self._lock:
+            if self._renew_at is not None and time.monotonic() < self._renew_at:
+                return
+            if self._renew_at is not None and self._renewable and self._renew():
+                return
+            try:
+                self._login()
+            except _Forbidden:
+                self._renew_at = None
+                raise KeyUnavailable("OpenBao refused the token (403): it was revoked or has expired; set a new one "
+                                     f"(BAO_TOKEN or the token file), or use AppRole; {SEE_DOCS}") from None
+
+    def _login(self) -> None:
+        config = self._config
+        if config.role_id is not None and config.secret_id_file is not None:  # AppRole (config.login)
+            secret_id = read_file(config.secret_id_file, "secret id")
+            role_id = config.role_id
+            auth = self._translated("log in with AppRole", lambda: self._client.auth.approle.login(
+                role_id=role_id, secret_id=secret_id, use_token=True, mount_point=config.approle_mount))["auth"]
+            del secret_id
+            self._remember(float(auth.get("lease_duration") or 0), bool(auth.get("renewable")))
+            return
+        token = read_file(config.token_file, "token") if config.token_file is not None else config.token
+        self._client.token = token
+        del token
+        data = self._translated("look up the token", lambda: self._client.auth.token.lookup_self())["data"]
+        self._remember(float(data.get("ttl") or 0), bool(data.get("renewable")))
+
+    def _renew(self) -> bool:
+        """Renew the token; False when the server will not (then the caller logs in again)."""
+        try:
+            auth = self._translated("renew the token", lambda: self._client.auth.token.renew_self())["auth"]
+        except (KeyUnavailable, _Forbidden):
+            return False
+        granted = float(auth.get("lease_duration") or 0)
+        if granted < self._ttl * RENEW_FRACTION:  # near the token's max TTL: a fresh login lasts longer
+            return False
+        self._remember(granted, bool(auth.get("renewable")))
+        return True
+
+    def _remember(self, ttl: float, renewable: bool) -> None:
+        self._ttl, self._renewable = ttl, renewable
+        self._renew_at = NO_EXPIRY if ttl <= 0 else time.monotonic() + ttl * RENEW_FRACTION
+
+    def _translated(self, action: str, operation: Callable[[], T]) -> T:
+        addr = self._config.addr
+        try:
+            return operation()
+        except bao_errors.Forbidden:
+            raise _Forbidden from None
+        except bao_errors.VaultDown:
+            raise KeyUnavailable(f"OpenBao at {addr} is sealed or not active and could not {action}: unseal it "
+                                 "(bao operator unseal) or point BAO_ADDR at the active node, then retry") from None
+        except bao_errors.InvalidRequest as error:
+            if "check-and-set" in str(error):
+                raise CasRefused from None
+            raise KeyUnavailable(f"OpenBao refused to {action} (400); check that {self._config.mount} is a KV "
+                                 f"version 2 mount; {SEE_DOCS}") from None
+        except bao_errors.Unauthorized:
+            raise KeyUnavailable(f"OpenBao did not accept the login to {action} (401): the secret id or token is "
+                                 f"wrong or expired; issue a new one; {SEE_DOCS}") from None
+        except bao_errors.VaultError as error:
+            raise KeyUnavailable(f"OpenBao failed to {action} ({type(error).__name__}); check the server's log "
+                                 "and 'scratchvault doctor'") from None
+        except requests.exceptions.SSLError:
+            raise KeyUnavailable(f"the TLS certificate of {addr} did not verify: set BAO_CACERT to the CA that "
+                                 f"signed it; {SEE_DOCS}") from None
+        except requests.exceptions.Timeout:
+            raise KeyUnavailable(f"OpenBao at {addr} did not answer within {self._config.timeout:g} s ({action}); "
+                                 "check the server and the network, then retry") from None
+        except requests.exceptions.RequestException as error:
+            raise KeyUnavailable(f"OpenBao at {addr} could not be reached to {action} ({type(error).__name__}): "
+                                 "check BAO_ADDR and that the server runs ('bao status')") from None
+
+    def _forbidden(self, action: str) -> KeyUnavailable:
+        mount = self._config.mount
+        return KeyUnavailable(f"OpenBao forbade this token to {action} (403): grant it the policy in "
+                              f"docs/openbao.md on the mount {mount}, or, if it was revoked or expired, log in "
+                              "again (a new token or secret id)")
+
+
+class _Forbidden(Exception):
+    """A 403 from the server, before the session decides whether a new login may help."""
