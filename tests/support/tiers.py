@@ -24,8 +24,8 @@ STORE_FIXTURES = frozenset({"db_path", "location_named", "attacker_for"})
 # what a test module imports from tests/attacks/stores.py to pick the store itself, with no fixture
 STORE_PICKERS = ("STORE", "attacker_class", "store_module")
 KILLS_ENV = "SCRATCHVAULT_CRASH_KILLS"
-QUICK_KILLS = "6"  # per campaign: enough for kills inside the operation and spread over it (crash_campaign.py)
-QUICK_MACHINE_EXAMPLES = "3"
+QUICK_KILLS = "4"  # per campaign: enough for kills inside the operation and spread over it (crash_campaign.py)
+QUICK_MACHINE_EXAMPLES = "2"
 # slow tests the quick tier keeps: the crash campaigns, at QUICK_KILLS
 QUICK_SLOW = ("tests/system/test_crash.py::", "tests/system/test_crash_operations.py::")
 
