@@ -104,6 +104,8 @@ stop_postgres() {
 
 # The suites that run a second time with the vault over PostgreSQL (SCRATCHVAULT_TEST_STORE=postgres: the
 # vault fixtures open the throwaway cluster instead of a file; tests about the SQLite file itself skip there).
+# Only their tests marked "store" run (--store-tests-only, tests/support/tiers.py): the others open a file by
+# path, the server by the pg_* fixtures, or nothing, the same way in both passes.
 PG_SUITES=(tests/vault tests/engine tests/attacks tests/keys tests/system/test_concurrency.py
     tests/system/test_crash.py tests/system/test_crash_operations.py tests/system/test_epoch_processes.py)
 
@@ -132,12 +134,13 @@ run_postgres_suites() {
             return 0
         fi
     fi
-    echo "==> pytest: the vault, attack, key and crash suites again, the vault over PostgreSQL"
+    echo "==> pytest: the tests of the vault, attack, key and crash suites that use the store, over PostgreSQL"
     if ((selected)); then
-        SCRATCHVAULT_TEST_STORE=postgres "$VENV/bin/python" -m pytest "${chosen[@]}" || rc=$?
+        SCRATCHVAULT_TEST_STORE=postgres "$VENV/bin/python" -m pytest --store-tests-only "${chosen[@]}" || rc=$?
         ((rc == 5)) && rc=0
     else
-        SCRATCHVAULT_TEST_STORE=postgres "$VENV/bin/python" -m pytest "${PG_SUITES[@]}" "$@" || rc=$?
+        SCRATCHVAULT_TEST_STORE=postgres "$VENV/bin/python" -m pytest --store-tests-only "${PG_SUITES[@]}" "$@" ||
+            rc=$?
     fi
     return "$rc"
 }

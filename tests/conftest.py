@@ -46,6 +46,12 @@ from tests.support.skips import (  # noqa: F401 (hooks: every skip reported, unl
     pytest_sessionfinish,
     pytest_terminal_summary,
 )
+from tests.support.tiers import (  # noqa: F401 (hooks: the --quick and --store-tests-only options, the store marker)
+    pytest_addoption,
+    pytest_configure,
+    select,
+    uses_the_store_under_test,
+)
 from vault import Principal, Vault
 
 if TYPE_CHECKING:
@@ -156,17 +162,22 @@ POSTGRES_FIXTURES = frozenset({"pg_test_database", "pg_schema", "pg_location", "
                                "pg_schemas"})
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that uses the PostgreSQL server ``postgres`` (``-m "not postgres"`` runs without one); when
-    SCRATCHVAULT_TEST_STORE=postgres, skip those about the SQLite file itself with their marker's reason."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that uses the PostgreSQL server ``postgres`` (``-m "not postgres"`` runs without one) and
+    every one the store under test may change ``store`` (tests/support/tiers.py); when
+    SCRATCHVAULT_TEST_STORE=postgres, skip those about the SQLite file itself with their marker's reason. Then
+    leave out what ``--quick`` or ``--store-tests-only`` does not take."""
     for item in items:
         if POSTGRES_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.postgres)
         if "openbao_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.openbao)
+        if uses_the_store_under_test(item):
+            item.add_marker(pytest.mark.store)
         marker = item.get_closest_marker("sqlite_only")
         if STORE == "postgres" and marker is not None:
             item.add_marker(pytest.mark.skip(reason="sqlite_only: " + (marker.args[0] if marker.args else "")))
+    select(config, items)
 
 
 @pytest.fixture(scope="session")

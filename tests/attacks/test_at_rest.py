@@ -200,7 +200,9 @@ def test_delete_does_not_stall_behind_a_reader_and_finishes_the_checkpoint_later
     assert key not in all_bytes(db_path)
 
 
-@pytest.mark.parametrize("long_names", [False, True], ids=["short_names", "overflowing_rows"])
+# names long enough to overflow SQLite's pages take several times as long: slow, out of the quick tier
+@pytest.mark.parametrize("long_names", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["short_names", "overflowing_rows"])
 def test_shredded_owner_leaves_no_wrapped_key_metadata_or_summary_on_disk(vault, db_path, attacker, bob, long_names):
     name = "n" * 1024 if long_names else "alice"
     who = Principal(name, actor=name, channel=name)

@@ -137,7 +137,13 @@ def drop_test_database(database: TestDatabase) -> None:
 @contextmanager
 def app_schema(database: TestDatabase) -> Iterator[str]:
     """A fresh schema owned by the app role, dropped with everything in it afterwards (also when the body
-    raises). Sessions of the app role still open then are ended, with a warning: a test leaked them."""
+    raises). Sessions of the app role still open then are ended, with a warning: a test leaked them.
+
+    Not one shared schema truncated between tests: that is faster (a test's set-up, open, put, read, close and
+    tear-down took some 10-30 ms less of ~80-150 ms), but a truncated schema still holds the vault's tables, so the
+    store's first open (its DDL and migrations), its check for objects it did not make, and the tests that plant
+    objects or lay out an older version before that open would no longer start where a new deployment starts; and
+    what an attack test altered (a column, a constraint, a grant, an owner) would have to be found in the catalog."""
     import psycopg
     from psycopg import sql
 

@@ -26,13 +26,14 @@ import pytest
 
 from tests.attacks.stores import STORE
 from tests.support.file_keyring import FileKeyring
+from tests.support.tiers import crash_kills
 from tests.system.crash_ops import Run, Zygote
 from vault import Principal, Record, Vault
 
 CHUNK = 64 * 1024  # plaintext bytes per chunk; the content below is ASCII or binary, so bytes == units
 # planned kill points per operation; on PostgreSQL every row costs several times more to copy, check and read
 # back (round trips to the server), and fewer points keep its six campaigns near a minute
-KILLS = 24 if STORE == "sqlite" else 10
+KILLS = crash_kills(24 if STORE == "sqlite" else 10)  # fewer in the quick tier
 SAMPLE = 300  # rows gone from the file, asked for through the API too after each kill (a new draw each time)
 NEEDED_INSIDE = KILLS * 5 // 6  # kills that must land inside the operation (20 of 24)
 SPREAD = KILLS // 2  # twentieths of the operation's duration the kills must hit (12 of 24)

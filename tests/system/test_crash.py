@@ -29,12 +29,13 @@ import pytest
 
 from tests.support.file_keyring import FileKeyring
 from tests.support.repository import calling, child_env
+from tests.support.tiers import crash_kills
 from vault import Principal, Vault
 
 ALICE = Principal("alice")
 
 CHILD = calling("tests.system.test_crash.child_main")
-KILLS = 50
+KILLS = crash_kills(50)  # fewer in the quick tier (tests/support/tiers.py)
 CHUNK = 64 * 1024  # plaintext bytes per chunk (row format v1); ASCII and binary content: bytes == units
 SHORT_TTL, LONG_TTL = 1000, 2_000_000
 ALPHABET = bytes.maketrans(bytes(range(256)), (b"abcdefghijklmnopqrstuvwxyz0123456789 ,.-" * 7)[:256])
