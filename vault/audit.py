@@ -142,9 +142,10 @@ class AuditTrail:
             with contextlib.suppress(Exception):
                 self._emit(operation, outcome, audit_error=True)
 
-    def _emit(self, operation: str, outcome: str, principal: Principal | None = None, *, row: object = None,
-              user_id: object = None, turn_id: object = None, **details: Any) -> None:
-        """Emit one audit record at INFO; identifiers become tags, anything that fails to build is left out."""
+    def _emit(self, operation: str, outcome: str, principal: Principal | None = None, **details: Any) -> None:
+        """Emit one audit record at INFO; identifiers (``row``, ``user_id``, ``turn_id`` among ``details``) become
+        tags, anything that fails to build is left out."""
+        row, user_id, turn_id = (details.pop(name, None) for name in ("row", "user_id", "turn_id"))
         record: dict[str, Any] = {"time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
                                   "op": operation, "outcome": outcome}
         try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from vault.errors import InvalidArgument
@@ -153,3 +154,10 @@ def _finite(value: object) -> float | None:
     except OverflowError:
         return None
     return seconds if math.isfinite(seconds) else None
+
+
+def check_keywords(owner: str, given: Mapping[str, object], known: frozenset[str]) -> None:
+    """A keyword the call does not take is a TypeError, as for any Python function."""
+    for name in given:
+        if name not in known:
+            raise TypeError(f"{owner}() got an unexpected keyword argument {name!r}")

@@ -7,13 +7,21 @@ traceback cannot leak what the vault protects.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from vault.errors import InvalidArgument
 from vault.inputs import check_identifier, check_optional_identifier
 from vault.row.format import Metadata, SummaryFields, SummaryRecord
 
 ContentKind = str  # "text" | "binary" | "json"
+
+
+class ReadWindow(TypedDict, total=False):
+    """The keywords of ``Vault.read`` beyond mode and count: a range's bounds and the turn the row must be of."""
+
+    start: int | None
+    end: int | None
+    turn_id: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import TypedDict
 
 from keyring.backend import KeyringBackend
 
@@ -24,6 +25,41 @@ DEFAULT_KEYRING_TIMEOUT = 10.0  # seconds one keyring call may take before it is
 DEFAULT_KEY_CACHE_SIZE = 1024
 DEFAULT_MAX_READ = 16000
 MAX_READ_LIMIT = 10_000_000
+
+
+class SettingsOptions(TypedDict, total=False):
+    """The keyword settings of ``Vault.open``, each a field of :class:`OpenSettings`."""
+
+    clock: Callable[[], float]
+    max_read: int
+    max_ttl_seconds: float
+    key_cache_seconds: float
+    key_cache_size: int
+    keyring_timeout: float
+    disk_reserve_bytes: int | None
+    owner_max_rows: int | None
+    owner_max_bytes: int | None
+    pool_size: int | None
+    epoch_seconds: int
+    epoch_skew_seconds: int
+
+
+class OpenOptions(SettingsOptions, total=False):
+    """Every keyword of ``Vault.open``: the keyring backend and the settings."""
+
+    keyring_backend: KeyringBackend | str | None
+
+
+def split_options(options: OpenOptions) -> tuple[KeyringBackend | str | None, OpenSettings]:
+    """The backend and the settings ``Vault.open`` was given; a keyword it does not take is a TypeError, as for
+    any Python function."""
+    backend = options.get("keyring_backend")
+    given = {name: value for name, value in options.items() if name != "keyring_backend"}
+    known = {field.name for field in fields(OpenSettings)}
+    for name in given:
+        if name not in known:
+            raise TypeError(f"Vault.open() got an unexpected keyword argument {name!r}")
+    return backend, OpenSettings(**given)  # type: ignore[arg-type]  # names checked above
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,10 @@ metadata (``keys/recipe.py``). Nothing is decrypted before the check."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
-from typing import Any
-
-from keyring.backend import KeyringBackend
+from typing import Any, Unpack
 
 from keys import DeletionLedgers, KeyManager, OpenedRow, RowRecipe, tags_equal
 from vault import audit
@@ -23,6 +20,7 @@ from vault.errors import NotFound
 from vault.extending import ChosenRows, Extender
 from vault.inputs import (
     check_identifier,
+    check_keywords,
     check_progress,
     check_read_args,
     check_step,
@@ -34,12 +32,8 @@ from vault.inputs import (
 from vault.lifecycle import REWRAP_BATCH, KeyLifecycle
 from vault.listing import TurnListing
 from vault.maintenance import KeyMaintenance, Maintenance
-from vault.model import Principal, ReadResult, Record, Representation, check_principal, full_record
-from vault.opening import DEFAULT_KEY_CACHE_SECONDS as CACHE_SECONDS
-from vault.opening import DEFAULT_KEY_CACHE_SIZE as CACHE_SIZE
-from vault.opening import DEFAULT_KEYRING_TIMEOUT as KEYRING_TIMEOUT
-from vault.opening import DEFAULT_MAX_READ as MAX_READ
-from vault.opening import DEFAULT_MAX_TTL, EPOCH_SECONDS, EPOCH_SKEW_SECONDS, OpenSettings, open_parts
+from vault.model import Principal, ReadResult, ReadWindow, Record, Representation, check_principal, full_record
+from vault.opening import OpenOptions, OpenSettings, open_parts, split_options
 from vault.quotas import OwnerQuotas
 from vault.row.finding import DEFAULT_MATCHES, FindRequest, FindResult, find
 from vault.row.format import Metadata, SummaryRecord
@@ -71,21 +65,13 @@ class Vault:
         self._listing = TurnListing(store, keys, self._recipe, self._deletions, self._counters, self._now)
 
     @classmethod
-    def open(cls, path: str | Path | None = None, *, keyring_backend: KeyringBackend | str | None = None,
-             clock: Callable[[], float] = time.time, max_read: int = MAX_READ, max_ttl_seconds: float = DEFAULT_MAX_TTL,
-             key_cache_seconds: float = CACHE_SECONDS, key_cache_size: int = CACHE_SIZE,
-             keyring_timeout: float = KEYRING_TIMEOUT, disk_reserve_bytes: int | None = None,
-             owner_max_rows: int | None = None, owner_max_bytes: int | None = None,
-             pool_size: int | None = None, epoch_seconds: int = EPOCH_SECONDS,
-             epoch_skew_seconds: int = EPOCH_SKEW_SECONDS) -> Vault:
+    def open(cls, path: str | Path | None = None, **options: Unpack[OpenOptions]) -> Vault:
         """Open (or create) a vault at a path (SQLite) or a ``postgresql://`` URL; refuses unsafe paths and
         unacceptable keyrings before writing anything. ``keyring_backend``: None for the OS keyring, a backend
-        instance, or ``"memory"``, a trial keyring whose keys (and so rows) die with the process. Disk reserve
-        (SQLite; None: max(64 MiB, 1%)), owner quotas (None: none), pool size (PostgreSQL; None: 8), expiry
-        epochs: README, "Disk space and quotas", "Several hosts" and "What expiry means"."""
-        settings = OpenSettings(clock, max_read, max_ttl_seconds, key_cache_seconds, key_cache_size, keyring_timeout,
-                                disk_reserve_bytes, owner_max_rows, owner_max_bytes, pool_size, epoch_seconds,
-                                epoch_skew_seconds)
+        instance, or ``"memory"``, a trial keyring whose keys (and so rows) die with the process. The other
+        keywords are :class:`vault.opening.OpenSettings` (README, "API"): disk reserve (SQLite; None:
+        max(64 MiB, 1%)), owner quotas (None: none), pool size (PostgreSQL; None: 8), expiry epochs."""
+        keyring_backend, settings = split_options(options)
         quotas = settings.check()
         return cls(*open_parts(path, keyring_backend, settings), settings, quotas)
 
@@ -165,11 +151,14 @@ class Vault:
         return full_record(row.row_id, row.key_version, metadata, summary, content)
 
     @audited("read")
-    def read(self, principal: Principal, id: str, mode: str = "head", n: int = 2000, start: int | None = None,
-             end: int | None = None, *, turn_id: str | None = None) -> ReadResult:
-        """A slice of a row, at most ``max_read`` units, decrypting only the chunks that hold it. With
-        ``turn_id``, a row of another turn is NotFound too (checked with the owner, before any decryption)."""
-        mode, n, start, end = check_read_args(mode, n, start, end)
+    def read(self, principal: Principal, id: str, mode: str = "head", n: int = 2000,
+             **window: Unpack[ReadWindow]) -> ReadResult:
+        """A slice of a row, at most ``max_read`` units, decrypting only the chunks that hold it; ``start`` and
+        ``end`` (keywords) bound a ``range``. With ``turn_id``, a row of another turn is NotFound too (checked with
+        the owner, before any decryption)."""
+        check_keywords("read", window, ReadWindow.__optional_keys__)
+        turn_id = window.get("turn_id")
+        mode, n, start, end = check_read_args(mode, n, window.get("start"), window.get("end"))
         with self._counters.integrity_guard(id), self._store.snapshot() as reads:
             row, opened, metadata = self._open_row(reads, principal, id, turn_id)
             wanted = plan(mode, n, start, end, metadata.size_units, self.max_read)

@@ -6,9 +6,9 @@ test (those built on them, such as ``vault``, ``attacker`` or the crash template
 its module picks the store itself from tests/attacks/stores.py. The rest open a SQLite file by path, or the
 PostgreSQL server by the ``pg_*`` fixtures, or nothing, the same way in both passes.
 
-The quick tier leaves out what needs the PostgreSQL or OpenBao server (it starts neither) and the slow multi-process tests other
-than the crash campaigns, which it keeps with fewer kill points (SCRATCHVAULT_CRASH_KILLS) and the key bookkeeping
-state machine with fewer examples (SCRATCHVAULT_MACHINE_EXAMPLES).
+The quick tier leaves out what needs the PostgreSQL or OpenBao server (it starts neither) and the slow multi-process
+tests other than the crash campaigns, which it keeps with fewer kill points (SCRATCHVAULT_CRASH_KILLS) and the key
+bookkeeping state machine with fewer examples (SCRATCHVAULT_MACHINE_EXAMPLES).
 
 Loaded by tests/conftest.py (its hooks re-exported there)."""
 

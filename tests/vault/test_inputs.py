@@ -311,7 +311,7 @@ def test_fuzz_public_methods_raise_only_vault_errors(fuzzed, data):
     calls = [
         lambda: vault.put(who, *args[:4], ttl_seconds=args[4]), lambda: vault.put(owner, "t", 2, "tool", args[0]),
         lambda: vault.put(owner, args[0], args[1], args[2], "x"), lambda: vault.get(who, ident),
-        lambda: vault.read(who, ident, args[0], args[1], args[2], args[3]),
+        lambda: vault.read(who, ident, args[0], args[1], start=args[2], end=args[3]),
         lambda: vault.read(owner, rid, mode="range", start=args[0], end=args[1]), lambda: vault.delete(who, args[4]),
         lambda: vault.list_for_turn(who, args[0]), lambda: Principal(args[0], args[1], args[2]),
     ]

@@ -20,12 +20,13 @@ import threading
 from collections.abc import Callable, Generator, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack, cast
 
-from vault.engine.scratchpad import DEFAULT_THRESHOLD_BYTES, MetricsHook, Scratchpad
+from vault.engine.scratchpad import DEFAULT_THRESHOLD_BYTES, MetricsHook, PadOptions, Scratchpad
 from vault.errors import InvalidArgument, StorageError
-from vault.inputs import check_int
+from vault.inputs import check_int, check_keywords
 from vault.model import Principal
+from vault.opening import OpenOptions
 from vault.vault import Vault
 
 # Four workers: a slow keyring call or a large put (~130 ms for 20 MB) in one leaves others free for the model's
@@ -37,17 +38,39 @@ _THREAD_NAME = "scratchvault-async"
 T = TypeVar("T")
 
 
+class AsyncPadOptions(PadOptions, total=False):
+    """The keyword settings of an :class:`AsyncScratchpad`: a :class:`Scratchpad`'s, plus ``workers``."""
+
+    workers: int
+
+
+class AsyncOpenOptions(OpenOptions, total=False):
+    """The keywords of :meth:`AsyncScratchpad.open`: ``Vault.open``'s (``max_read`` among them, the vault's), and
+    the pad's other settings."""
+
+    threshold_bytes: int
+    allow_other_turns: bool
+    ttl_seconds: float
+    metrics: MetricsHook | None
+    workers: int
+    refresh_on_read: bool
+
+
+_PAD_KEYWORDS = AsyncOpenOptions.__optional_keys__ - OpenOptions.__optional_keys__
+
+
 class AsyncScratchpad:
     """:class:`Scratchpad` for asyncio: the same arguments, results and exceptions, as coroutines run by at most
     ``workers`` threads. It takes the vault over: :meth:`close` closes it once the calls in flight are done."""
 
-    def __init__(self, vault: Vault, threshold_bytes: int = DEFAULT_THRESHOLD_BYTES, *, max_read: int | None = None,
-                 allow_other_turns: bool = False, ttl_seconds: float = 3600.0, metrics: MetricsHook | None = None,
-                 workers: int = DEFAULT_WORKERS, refresh_on_read: bool = False) -> None:
+    def __init__(self, vault: Vault, threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
+                 **options: Unpack[AsyncPadOptions]) -> None:
         """The Scratchpad's settings (``metrics`` is called in the worker threads), plus ``workers`` (1 to 32): how
         many vault calls may run at once; 4 by default, enough to keep reads going beside a slow put (see above)."""
-        self._pad = Scratchpad(vault, threshold_bytes, max_read=max_read, allow_other_turns=allow_other_turns,
-                               ttl_seconds=ttl_seconds, metrics=metrics, refresh_on_read=refresh_on_read)
+        check_keywords("AsyncScratchpad", options, AsyncPadOptions.__optional_keys__)
+        workers = options.get("workers", DEFAULT_WORKERS)
+        pad_options = cast(PadOptions, {name: value for name, value in options.items() if name != "workers"})
+        self._pad = Scratchpad(vault, threshold_bytes, **pad_options)
         self._vault = vault
         self.workers = check_int(workers, "workers", 1, MAX_WORKERS)
         self._pool = concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix=_THREAD_NAME)
@@ -55,14 +78,12 @@ class AsyncScratchpad:
         self._closing: concurrent.futures.Future[None] | None = None
 
     @classmethod
-    def open(cls, path: str | Path | None = None, *, threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
-             allow_other_turns: bool = False, ttl_seconds: float = 3600.0, metrics: MetricsHook | None = None,
-             workers: int = DEFAULT_WORKERS, refresh_on_read: bool = False, **vault_options: Any) -> Opening:
+    def open(cls, path: str | Path | None = None, **options: Unpack[AsyncOpenOptions]) -> Opening:
         """Open the vault (``Vault.open(path, **vault_options)``: keyring and disk) in a thread and make a pad of
-        it: ``async with AsyncScratchpad.open(...) as pad:``, or ``pad = await AsyncScratchpad.open(...)``."""
-        settings = {"threshold_bytes": threshold_bytes, "allow_other_turns": allow_other_turns,
-                    "ttl_seconds": ttl_seconds, "metrics": metrics, "workers": workers,
-                    "refresh_on_read": refresh_on_read}
+        it: ``async with AsyncScratchpad.open(...) as pad:``, or ``pad = await AsyncScratchpad.open(...)``. The
+        keywords are the pad's (``threshold_bytes`` and :class:`AsyncPadOptions`) and ``Vault.open``'s."""
+        settings = {name: value for name, value in options.items() if name in _PAD_KEYWORDS}
+        vault_options = {name: value for name, value in options.items() if name not in _PAD_KEYWORDS}
         return Opening(partial(_open_pad, cls, path, settings, vault_options))
 
     # -- the Scratchpad's calls --------------------------------------------------------------------------

@@ -14,12 +14,12 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from vault.engine.tool import tool_declaration
 from vault.engine.tool_args import ReadRequest, parse_arguments
 from vault.errors import InvalidArgument, NotFound, VaultError
-from vault.inputs import check_identifier, check_int, check_step, check_ttl
+from vault.inputs import check_identifier, check_int, check_keywords, check_step, check_ttl
 from vault.model import Principal, check_principal, representation
 from vault.row.chunks import classify
 from vault.row.json_values import check_json_value
@@ -42,16 +42,31 @@ _INDEX = re.compile(r"[0-9]{1,16}")
 MetricsHook = Callable[[str, int], None]
 
 
+class PadOptions(TypedDict, total=False):
+    """The keyword settings of a :class:`Scratchpad` (see its ``__init__``)."""
+
+    max_read: int | None
+    allow_other_turns: bool
+    ttl_seconds: float
+    metrics: MetricsHook | None
+    refresh_on_read: bool
+
+
 class Scratchpad:
     """The engine's side of the vault for every principal and turn; thread-safe; counters are per process."""
 
-    def __init__(self, vault: Vault, threshold_bytes: int = DEFAULT_THRESHOLD_BYTES, *, max_read: int | None = None,
-                 allow_other_turns: bool = False, ttl_seconds: float = 3600.0,
-                 metrics: MetricsHook | None = None, refresh_on_read: bool = False) -> None:
-        """``threshold_bytes`` is the one canonical offload setting; ``max_read`` (at most the vault's) caps
-        each tool read; ``metrics(name, increment)`` is called for every counter change, never with content;
-        ``refresh_on_read`` makes each successful tool read give its row ``ttl_seconds`` more from the read
-        (never shortening it; ``ttl_seconds`` is at most the vault's maximum lifetime)."""
+    def __init__(self, vault: Vault, threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
+                 **options: Unpack[PadOptions]) -> None:
+        """Keywords: ``max_read``, ``allow_other_turns`` (default False), ``ttl_seconds`` (3600), ``metrics``,
+        ``refresh_on_read`` (False). ``threshold_bytes`` is the one canonical offload setting; ``max_read`` (at
+        most the vault's) caps each tool read; ``metrics(name, increment)`` is called for every counter change,
+        never with content; ``refresh_on_read`` makes each successful tool read give its row ``ttl_seconds``
+        more from the read (never shortening it; ``ttl_seconds`` is at most the vault's maximum lifetime)."""
+        check_keywords("Scratchpad", options, PadOptions.__optional_keys__)
+        max_read, metrics = options.get("max_read"), options.get("metrics")
+        allow_other_turns = options.get("allow_other_turns", False)
+        refresh_on_read = options.get("refresh_on_read", False)
+        ttl_seconds = options.get("ttl_seconds", 3600.0)
         if not isinstance(vault, Vault):
             raise InvalidArgument("vault must be a Vault")
         self._vault = vault

@@ -90,7 +90,7 @@ def read(args: argparse.Namespace) -> int:
         raise InvalidArgument("--raw and --json exclude each other")
     who = principal(args)
     with open_vault(args, max_read=args.max_read) as vault:
-        result = vault.read(who, args.id, args.mode, args.n, args.start, args.end, turn_id=args.turn)
+        result = vault.read(who, args.id, args.mode, args.n, start=args.start, end=args.end, turn_id=args.turn)
     if args.raw:
         data = base64.b64decode(result.content) if result.content_kind == "binary" else result.content.encode()
         sys.stdout.buffer.write(data)
