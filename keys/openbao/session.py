@@ -25,6 +25,26 @@ RENEW_FRACTION = 0.5  # renew (or log in again) once half the token's lifetime h
 NO_EXPIRY = float("inf")
 
 
+def _client(addr: str, verify: str | bool, timeout: float) -> hvac.Client:
+    """A client that talks to ``addr`` only: it follows no redirect (a 3xx would carry the token header and a
+    written key to wherever it points) and reads no proxy from the environment (a loopback ``http`` address would
+    otherwise travel through one, in clear)."""
+    session = requests.Session()
+    session.trust_env = False
+    session.verify = verify  # hvac takes a given session's own verify over its argument
+    session.hooks["response"].append(_refuse_redirects)
+    return hvac.Client(url=addr, verify=verify, timeout=timeout, allow_redirects=False, session=session)
+
+
+class _Redirected(requests.exceptions.RequestException):
+    """The server answered with a redirect: nothing it said is taken, and nothing is sent where it points."""
+
+
+def _refuse_redirects(response: requests.Response, *args: Any, **kwargs: Any) -> None:
+    if response.is_redirect or 300 <= response.status_code < 400:
+        raise _Redirected(f"redirect ({response.status_code})")
+
+
 class CasRefused(Exception):
     """A write-once entry already exists on the server (check-and-set refused the write): nothing was written."""
 
@@ -36,7 +56,7 @@ class OpenBaoSession:
 
     def __init__(self, config: OpenBaoConfig) -> None:
         self._config = config
-        self._client = hvac.Client(url=config.addr, verify=config.verify, timeout=config.timeout)
+        self._client = _client(config.addr, config.verify, config.timeout)
         self._lock = threading.Lock()
         self._renew_at: float | None = None  # monotonic time to renew at; None: not logged in
         self._ttl = 0.0
@@ -60,7 +80,7 @@ class OpenBaoSession:
             if seconds >= self._config.timeout:
                 return
             self._config = replace(self._config, timeout=seconds)
-            client = hvac.Client(url=self._config.addr, verify=self._config.verify, timeout=seconds)
+            client = _client(self._config.addr, self._config.verify, seconds)
             client.token = self._client.token
             self._client = client
 
@@ -168,6 +188,9 @@ class OpenBaoSession:
         except requests.exceptions.Timeout:
             raise KeyUnavailable(f"OpenBao at {addr} did not answer within {self._config.timeout:g} s ({action}); "
                                  "check the server and the network, then retry") from None
+        except _Redirected:
+            raise KeyUnavailable(f"OpenBao at {addr} answered with a redirect ({action}), which is never followed: "
+                                 "point BAO_ADDR at the active node itself") from None
         except requests.exceptions.RequestException as error:
             raise KeyUnavailable(f"OpenBao at {addr} could not be reached to {action} ({type(error).__name__}): "
                                  "check BAO_ADDR and that the server runs ('bao status')") from None

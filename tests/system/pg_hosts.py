@@ -136,7 +136,8 @@ def _record(record: Any) -> dict:
 _OPS = {
     "put": lambda v, who, c: v.put(who, c["turn"], c["step"], "host", c["content"], ttl_seconds=c.get("ttl", 3600)).id,
     "get": lambda v, who, c: _record(v.get(who, c["id"])),
-    "read": lambda v, who, c: v.read(who, c["id"], c["mode"], c.get("n", 2000), start=c.get("start"), end=c.get("end")).content,
+    "read": lambda v, who, c: v.read(who, c["id"], c["mode"], c.get("n", 2000), start=c.get("start"),
+                                     end=c.get("end")).content,
     "list": lambda v, who, c: [[rep.id, rep.step_num, rep.summary] for rep in v.list_for_turn(who, c["turn"])],
     "has_rows": lambda v, who, c: v.has_rows(who, c["turn"]),
     "extend": lambda v, who, c: v.extend_turn(who, c["turn"], c["ttl"]),
