@@ -136,9 +136,15 @@ class OwnerEntries:
         return found
 
     def _delete(self, owner_tag: bytes, version: int) -> bool:
-        """Delete one version's entry if it exists; whether it did."""
+        """Delete one version's entry if it exists; whether it did. An entry that cannot be read (a keyring that
+        reports it there but unreadable, such as OpenBao's deleted-but-undeletable version) is deleted all the
+        same: unreadable is not absent, and a sweep is there to remove it; a keyring that is down fails the delete."""
         name = _name(owner_tag, version)
-        if self._keyring.get(self._service, name) is None:
+        try:
+            present = self._keyring.get(self._service, name) is not None
+        except KeyUnavailable:
+            present = True
+        if not present:
             return False
         self._keyring.delete(self._service, name)
         return True

@@ -5,10 +5,17 @@ Chosen only by name: pass an instance (``Vault.open(..., keyring_backend=OpenBao
 keyring never picks it for another application.
 
 Deletion is final: an entry is deleted with its metadata and every version (KV v2 ``delete_metadata_and_all_versions``),
-so nothing is left to undelete; it is never soft-deleted. Entries written once (keys/openbao/layout.py) are written
-with check-and-set 0: the server refuses the write when the entry already exists. Before the first request the mount
-is checked to be KV version 2: on a version 1 mount the ``data/`` paths would be plain entries that a delete of their
-metadata would not remove.
+so nothing is left to undelete; it is never soft-deleted, and a delete removes the metadata even when the read
+found no live version. A latest version deleted or destroyed on the server (keys/openbao/entries.py) reads as
+KeyUnavailable, never as absent: the key layer would otherwise write a new key over it, or skip its delete.
+
+Every write carries check-and-set. Entries written once are written with cas 0: the server refuses the write when
+the entry exists. Every other entry is read, merged with what it holds by its rule (keys/openbao/layout.py: a mark
+or counter keeps the higher number, the lengths list the union) and written with cas set to the version read; when
+another machine wrote in between, the server refuses and the write is re-applied over the new value. So two
+machines raising one mark can never leave it lower than either raised it (a plain overwrite could), and a mount
+with ``cas_required`` is served as any other. Before the first request the mount is checked to be KV version 2: on a
+version 1 mount the ``data/`` paths would be plain entries that a delete of their metadata would not remove.
 """
 
 from __future__ import annotations
@@ -24,10 +31,11 @@ from keyring.errors import PasswordDeleteError
 
 from keys.errors import KeyUnavailable
 from keys.openbao.config import SEE_DOCS, OpenBaoConfig
-from keys.openbao.layout import entry_path, written_once
+from keys.openbao.entries import DELETED_REMEDY, FIELD, Stored, delete_entry, read_entry, write_entry
+from keys.openbao.layout import entry_path, merged, rewrite
 from keys.openbao.session import CasRefused, OpenBaoSession
 
-FIELD = "password"  # the one field of each KV entry
+CAS_ATTEMPTS = 5  # writes re-applied after another machine's before this one gives up (KeyUnavailable)
 SELECTED_BY = ("keys.openbao.OpenBaoKeyring", "keys.openbao.backend.OpenBaoKeyring")
 
 
@@ -92,44 +100,65 @@ class OpenBaoKeyring(KeyringBackend):
         return entry_path(self.config.prefix, service, username)
 
     def get_password(self, service: str, username: str) -> str | None:
-        """The stored secret, or None."""
-        self._check_mount()
-        path, mount = self.path(service, username), self.config.mount
-
-        def read(client: Any) -> str | None:
-            try:
-                response = client.secrets.kv.v2.read_secret_version(path=path, mount_point=mount,
-                                                                    raise_on_deleted_version=True)
-            except bao_errors.InvalidPath:
-                return None
-            value = (response.get("data") or {}).get("data") or {}
-            if not isinstance(value.get(FIELD), str):  # never "absent": a new key would be written over it
-                raise KeyUnavailable("a keyring entry of this vault in OpenBao is not a scratchvault entry "
-                                     f"(no text '{FIELD}' field); restore it from a backup of the server, or "
-                                     "delete it")
-            return str(value[FIELD])
-
-        return self.session.call("read a key", read)
+        """The stored secret; None only when the entry is absent (KeyUnavailable when its latest version was
+        deleted on the server, or it is not a scratchvault entry: never "absent", a new key would go over it)."""
+        stored = self._read(service, username)
+        if stored.deleted:
+            raise KeyUnavailable(DELETED_REMEDY)
+        if stored.absent:
+            return None
+        if stored.text is None:
+            raise KeyUnavailable("a keyring entry of this vault in OpenBao is not a scratchvault entry (no text "
+                                 f"'{FIELD}' field); restore it from a backup of the server, or delete it")
+        return stored.text
 
     def set_password(self, service: str, username: str, password: str) -> None:
-        """Store a secret; an entry written once is refused (KeyUnavailable) when it already exists."""
+        """Store a secret by its entry's rule (the module's docstring): an entry written once is refused
+        (KeyUnavailable) when it exists; a mark already as high, or a list already holding the lengths, is left as
+        it is. A write whose check-and-set another machine beat is re-applied over that machine's value, never
+        written blind: re-applying keeps both writes (the higher mark, both lengths), where failing would leave the
+        caller to retry what the merge already does."""
         self._check_mount()
-        path, mount = self.path(service, username), self.config.mount
-        cas = 0 if written_once(service, username) else None
-        try:
-            self.session.call("write a key", lambda client: client.secrets.kv.v2.create_or_update_secret(
-                path=path, secret={FIELD: password}, cas=cas, mount_point=mount))
-        except CasRefused:
-            raise KeyUnavailable("an OpenBao entry that is written once already exists, and was not overwritten; "
-                                 "retry (the key layer deletes an entry left by a write it gave up)") from None
+        rule, path, mount = rewrite(service, username), self.path(service, username), self.config.mount
+        for _ in range(CAS_ATTEMPTS):
+            if rule == "once":
+                text, cas = password, 0
+            else:
+                stored = self._read(service, username)
+                if stored.deleted:
+                    raise KeyUnavailable(DELETED_REMEDY)
+                text, cas = merged(rule, stored.text, password), stored.version
+                if not stored.absent and text == stored.text:
+                    return
+            if self._written(path, mount, text, cas):
+                return
+            if rule == "once":
+                raise KeyUnavailable("an OpenBao entry that is written once already exists, and was not "
+                                     "overwritten; retry (the key layer deletes an entry left by a write it gave up)")
+        raise KeyUnavailable(f"other writers changed an OpenBao entry {CAS_ATTEMPTS} times while this one wrote it "
+                             "(check-and-set refused each time); nothing was lost: retry")
 
     def delete_password(self, service: str, username: str) -> None:
-        """Delete an entry with all its versions and metadata; PasswordDeleteError when there is none."""
-        if self.get_password(service, username) is None:
-            raise PasswordDeleteError("no such entry")
+        """Delete an entry with all its versions and metadata, also when no live version is left (a deleted one
+        could otherwise be undeleted); PasswordDeleteError when there was nothing at all."""
+        stored = self._read(service, username)
         path, mount = self.path(service, username), self.config.mount
-        self.session.call("delete a key", lambda client: client.secrets.kv.v2.delete_metadata_and_all_versions(
-            path=path, mount_point=mount))
+        self.session.call("delete a key", lambda client: delete_entry(client, mount, path))
+        if stored.absent:
+            raise PasswordDeleteError("no such entry")
+
+    def _read(self, service: str, username: str) -> Stored:
+        self._check_mount()
+        path, mount = self.path(service, username), self.config.mount
+        return self.session.call("read a key", lambda client: read_entry(client, mount, path))
+
+    def _written(self, path: str, mount: str, text: str, cas: int) -> bool:
+        """Whether the write landed; False when check-and-set refused it (nothing was written)."""
+        try:
+            self.session.call("write a key", lambda client: write_entry(client, mount, path, text, cas))
+        except CasRefused:
+            return False
+        return True
 
     def _check_mount(self) -> None:
         """Once per instance: the mount must be KV version 2 (see the module's docstring)."""

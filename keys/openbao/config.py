@@ -8,8 +8,8 @@ holding a token, read at each login), ``SCRATCHVAULT_OPENBAO_ROLE_ID`` and ``SCR
 ``SCRATCHVAULT_OPENBAO_PREFIX`` (a folder inside it, default none) and ``SCRATCHVAULT_OPENBAO_TIMEOUT`` (seconds one
 HTTP request may take, default 5). AppRole wins over a token file, which wins over a token.
 
-Plain ``http://`` is accepted only for a loopback address; anything else must be ``https://``, verified against
-``cacert`` (or the system's CAs). Turning verification off is not offered.
+Plain ``http://`` is accepted only for a literal loopback address (127.0.0.0/8, ::1; never a name); anything else
+must be ``https://``, verified against ``cacert`` (or the system's CAs). Turning verification off is not offered.
 """
 
 from __future__ import annotations
@@ -51,8 +51,9 @@ class OpenBaoConfig:
         if parts.scheme not in ("https", "http") or not parts.hostname:
             raise KeyUnavailable(f"the OpenBao address must be an https:// URL; {SEE_DOCS}")
         if parts.scheme == "http" and not is_loopback(parts.hostname):
-            raise KeyUnavailable("plain http to OpenBao is accepted only on a loopback address: the token and every "
-                                 f"key would cross the network in clear; use https with BAO_CACERT; {SEE_DOCS}")
+            raise KeyUnavailable("plain http to OpenBao is accepted only to a literal loopback address (127.0.0.1, "
+                                 "[::1]; not a name such as localhost): the token and every key would cross the "
+                                 f"network in clear; use https with BAO_CACERT; {SEE_DOCS}")
         for name in ("mount", "approle_mount"):
             if not _SEGMENT.fullmatch(getattr(self, name)):
                 raise KeyUnavailable(f"the OpenBao {name} must be a path of letters, digits, '_', '-', '.'")
@@ -111,9 +112,8 @@ class OpenBaoConfig:
 
 
 def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
+    """Whether ``host`` is a literal loopback address (127.0.0.0/8, ::1). A name is never trusted, ``localhost``
+    included: what it resolves to is up to /etc/hosts and the resolver, and plain http to it would carry the token."""
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:

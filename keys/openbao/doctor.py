@@ -36,7 +36,8 @@ def _tls(keyring: OpenBaoKeyring) -> Finding:
     config = keyring.config
     host = urlsplit(config.addr).hostname or ""
     if config.addr.startswith("http://"):
-        return ("warn", f"OpenBao at {config.addr}: plain http, accepted only because {host} is loopback")
+        return ("warn", f"OpenBao at {config.addr}: plain http, accepted only because {host} is a literal loopback "
+                        "address (127.0.0.0/8 or ::1; a name such as localhost is refused)")
     return ("ok", f"OpenBao at {config.addr}: TLS verified against {config.cacert or 'the system CAs'}"
             + ("" if not is_loopback(host) else " (loopback)"))
 
@@ -98,9 +99,14 @@ def _engine(keyring: OpenBaoKeyring) -> Finding:
         settings = keyring.session.call("read the KV settings", lambda client: client.secrets.kv.v2.read_configuration(
             mount_point=mount))["data"]
     except KeyUnavailable:
-        return ("ok", f"KV mount {mount}: version 2 (its settings are not readable with this token; not needed)")
+        return ("warn", f"KV mount {mount}: version 2; its settings are not readable with this token: check with "
+                        f"'bao read {mount}/config' that delete_version_after is 0s")
     shown = ", ".join(f"{name}={settings.get(name)}" for name in ("max_versions", "cas_required",
                                                                   "delete_version_after"))
+    if str(settings.get("delete_version_after") or "0s") not in ("0", "0s"):
+        return ("FAIL", f"KV mount {mount}: delete_version_after is set ({shown}): each key's version lapses into "
+                        "a deleted one that reads as unavailable and that a token could undelete; set it to 0 "
+                        f"(bao write {mount}/config delete_version_after=0s)")
     return ("ok", f"KV mount {mount}: version 2 ({shown}); deletions remove every version and the metadata")
 
 

@@ -8,12 +8,23 @@ The key layer itself never lists.
 
 Written once (check-and-set 0, refused when the entry exists): the index key, every owner key version, and every
 attempt at an epoch key (user ``<E>.<e>.<attempt>``). Marks and counters (owner marks, epoch markers, deletion
-counters, epoch lengths) are raised in place.
+counters) are only ever raised, and the epoch lengths list only grows: ``rewrite`` names each entry's rule and
+``merged`` applies it, so that a write re-applied over another machine's (keys/openbao/backend.py) never moves
+a mark back or drops a length.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Literal
+
+from keys.epochs.lengths import MADE
+from keys.epochs.marks import MARKER, PROBED
+
+Rewrite = Literal["once", "raise", "union", "replace"]
+_RAISED_KINDS = ("owner-issued", "owner-retired", "owner-swept", "deletions")
+_EPOCH_MARK_USER = re.compile(rf"[0-9]+\.(?:{MARKER}|{PROBED}|{MADE})")
+_NUMBER = re.compile(r"[0-9]{1,19}")
 
 _SAFE = re.compile(r"[A-Za-z0-9_-]")
 _EPOCH_KEY_USER = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
@@ -47,6 +58,32 @@ def written_once(service: str, username: str) -> bool:
     """Whether the key layer writes this entry exactly once (a rewrite would replace a key)."""
     kind = service.rsplit("/", 1)[-1]
     return kind in ("index", "owner-key") or (kind == "epoch-key" and _EPOCH_KEY_USER.fullmatch(username) is not None)
+
+
+def rewrite(service: str, username: str) -> Rewrite:
+    """How a write treats what the entry holds: ``once`` (refused when it exists), ``raise`` (a decimal mark or
+    counter, never lowered), ``union`` (the comma-separated epoch lengths, never shrunk), ``replace`` (anything else
+    a keyring user stores)."""
+    kind = service.rsplit("/", 1)[-1]
+    if written_once(service, username):
+        return "once"
+    if kind in _RAISED_KINDS or (kind == "epoch-key" and _EPOCH_MARK_USER.fullmatch(username)):
+        return "raise"
+    return "union" if kind == "epoch-lengths" else "replace"
+
+
+def merged(rule: Rewrite, stored: str | None, given: str) -> str:
+    """What a write of ``given`` leaves in an entry that holds ``stored`` (None: absent): the higher of two marks,
+    the union of two lists of lengths, else ``given``. Stored text that is not a number (or a list of numbers)
+    counts as nothing, as the key layer reads it."""
+    if stored is None or rule in ("once", "replace"):
+        return given
+    if rule == "raise":
+        if not _NUMBER.fullmatch(given):
+            return given
+        return stored if _NUMBER.fullmatch(stored) and int(stored) >= int(given) else given
+    lengths = {int(part) for part in f"{stored},{given}".split(",") if _NUMBER.fullmatch(part)}
+    return ",".join(str(length) for length in sorted(lengths))
 
 
 def unescape(segment: str) -> str:

@@ -2,7 +2,9 @@
 replaced before it expires, and every failure translated into KeyUnavailable with a remedy.
 
 The token lives in the hvac client only: it is never formatted into an error, a log line or a repr. Errors name
-the exception type and the HTTP status, never a server message (which could echo a request).
+the exception type and the HTTP status, never a server message (which could echo a request), and are raised outside
+any handler: no hvac or requests exception (whose frames hold the request's token header and body) is chained to
+them as ``__cause__`` or ``__context__``, and the secret id is gone from the login's frame before anything leaves.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class CasRefused(Exception):
 class OpenBaoSession:
     """An hvac client that is logged in when a call needs it; thread-safe."""
 
-    __slots__ = ("_client", "_config", "_lock", "_renew_at", "_renewable", "_ttl")
+    __slots__ = ("_client", "_config", "_lock", "_logins", "_renew_at", "_renewable", "_ttl")
 
     def __init__(self, config: OpenBaoConfig) -> None:
         self._config = config
@@ -61,6 +63,7 @@ class OpenBaoSession:
         self._renew_at: float | None = None  # monotonic time to renew at; None: not logged in
         self._ttl = 0.0
         self._renewable = False
+        self._logins = 0  # how many logins this session made: tells a stale token's 403 from the current one's
 
     def __repr__(self) -> str:
         return f"OpenBaoSession(addr={self._config.addr!r}, login={self._config.login!r})"
@@ -87,27 +90,32 @@ class OpenBaoSession:
     def call(self, action: str, operation: Callable[[hvac.Client], T]) -> T:
         """``operation`` on a logged-in client. A 403 under AppRole or a token file (the token revoked or expired
         early) logs in again (a new AppRole login, or the file read again) and tries once more: the refused request
-        changed nothing on the server."""
-        self.ensure_token()
+        changed nothing on the server. Threads refused at once log in once: a thread whose 403 answered a token
+        another thread has since replaced retries with the new one (each AppRole login spends one of the secret
+        id's uses)."""
+        login = self.ensure_token()
         try:
             return self._translated(action, lambda: operation(self._client))
         except _Forbidden:
-            if self._config.login == "token":
-                raise self._forbidden(action) from None
-        with self._lock:
-            self._renew_at = None
-        self.ensure_token()
-        try:
-            return self._translated(action, lambda: operation(self._client))
-        except _Forbidden:
-            raise self._forbidden(action) from None
+            retry = self._config.login != "token"
+        if retry:
+            with self._lock:
+                if self._logins == login:  # the token refused is still the current one
+                    self._renew_at = None
+            self.ensure_token()
+            try:
+                return self._translated(action, lambda: operation(self._client))
+            except _Forbidden:
+                pass
+        raise self._forbidden(action)
 
     def unauthenticated(self, action: str, operation: Callable[[hvac.Client], T]) -> T:
         """``operation`` with whatever token the client holds (health and seal status need none)."""
         try:
             return self._translated(action, lambda: operation(self._client))
         except _Forbidden:
-            raise self._forbidden(action) from None
+            pass
+        raise self._forbidden(action)
 
     def token_state(self) -> tuple[float, bool]:
         """Seconds the token has left (inf for a token without expiry) and whether it is renewable."""
@@ -116,28 +124,33 @@ class OpenBaoSession:
         ttl = float(data.get("ttl") or 0)
         return (ttl if ttl > 0 else NO_EXPIRY), bool(data.get("renewable"))
 
-    def ensure_token(self) -> None:
-        """Log in, or renew the token, when it has none or half its lifetime is gone."""
+    def ensure_token(self) -> int:
+        """Log in, or renew the token, when it has none or half its lifetime is gone; the number of the login whose
+        token the client now holds."""
         with self._lock:
             if self._renew_at is not None and time.monotonic() < self._renew_at:
-                return
+                return self._logins
             if self._renew_at is not None and self._renewable and self._renew():
-                return
+                return self._logins
             try:
                 self._login()
+                return self._logins
             except _Forbidden:
                 self._renew_at = None
-                raise KeyUnavailable("OpenBao refused the token (403): it was revoked or has expired; set a new one "
-                                     f"(BAO_TOKEN or the token file), or use AppRole; {SEE_DOCS}") from None
+        raise KeyUnavailable("OpenBao refused the token (403): it was revoked or has expired; set a new one "
+                             f"(BAO_TOKEN or the token file), or use AppRole; {SEE_DOCS}")
 
     def _login(self) -> None:
         config = self._config
+        self._logins += 1
         if config.role_id is not None and config.secret_id_file is not None:  # AppRole (config.login)
             secret_id = read_file(config.secret_id_file, "secret id")
             role_id = config.role_id
-            auth = self._translated("log in with AppRole", lambda: self._client.auth.approle.login(
-                role_id=role_id, secret_id=secret_id, use_token=True, mount_point=config.approle_mount))["auth"]
-            del secret_id
+            try:
+                auth = self._translated("log in with AppRole", lambda: self._client.auth.approle.login(
+                    role_id=role_id, secret_id=secret_id, use_token=True, mount_point=config.approle_mount))["auth"]
+            finally:
+                del secret_id  # not in this frame, nor in the closure, when an error's traceback keeps them
             self._remember(float(auth.get("lease_duration") or 0), bool(auth.get("renewable")))
             return
         token = read_file(config.token_file, "token") if config.token_file is not None else config.token
@@ -163,37 +176,43 @@ class OpenBaoSession:
         self._renew_at = NO_EXPIRY if ttl <= 0 else time.monotonic() + ttl * RENEW_FRACTION
 
     def _translated(self, action: str, operation: Callable[[], T]) -> T:
-        addr = self._config.addr
+        """``operation``, its failures translated (``_failure``) and raised outside the handler, unchained."""
         try:
             return operation()
-        except bao_errors.Forbidden:
-            raise _Forbidden from None
-        except bao_errors.VaultDown:
-            raise KeyUnavailable(f"OpenBao at {addr} is sealed or not active and could not {action}: unseal it "
-                                 "(bao operator unseal) or point BAO_ADDR at the active node, then retry") from None
-        except bao_errors.InvalidRequest as error:
+        except (bao_errors.VaultError, requests.exceptions.RequestException) as error:
+            failure = self._failure(action, error)
+        raise failure
+
+    def _failure(self, action: str, error: Exception) -> Exception:
+        """What a failed request becomes: _Forbidden (a 403), CasRefused, else KeyUnavailable with a remedy."""
+        addr = self._config.addr
+        if isinstance(error, bao_errors.Forbidden):
+            return _Forbidden()
+        if isinstance(error, bao_errors.VaultDown):
+            return KeyUnavailable(f"OpenBao at {addr} is sealed or not active and could not {action}: unseal it "
+                                  "(bao operator unseal) or point BAO_ADDR at the active node, then retry")
+        if isinstance(error, bao_errors.InvalidRequest):
             if "check-and-set" in str(error):
-                raise CasRefused from None
-            raise KeyUnavailable(f"OpenBao refused to {action} (400); check that {self._config.mount} is a KV "
-                                 f"version 2 mount; {SEE_DOCS}") from None
-        except bao_errors.Unauthorized:
-            raise KeyUnavailable(f"OpenBao did not accept the login to {action} (401): the secret id or token is "
-                                 f"wrong or expired; issue a new one; {SEE_DOCS}") from None
-        except bao_errors.VaultError as error:
-            raise KeyUnavailable(f"OpenBao failed to {action} ({type(error).__name__}); check the server's log "
-                                 "and 'scratchvault doctor'") from None
-        except requests.exceptions.SSLError:
-            raise KeyUnavailable(f"the TLS certificate of {addr} did not verify: set BAO_CACERT to the CA that "
-                                 f"signed it; {SEE_DOCS}") from None
-        except requests.exceptions.Timeout:
-            raise KeyUnavailable(f"OpenBao at {addr} did not answer within {self._config.timeout:g} s ({action}); "
-                                 "check the server and the network, then retry") from None
-        except _Redirected:
-            raise KeyUnavailable(f"OpenBao at {addr} answered with a redirect ({action}), which is never followed: "
-                                 "point BAO_ADDR at the active node itself") from None
-        except requests.exceptions.RequestException as error:
-            raise KeyUnavailable(f"OpenBao at {addr} could not be reached to {action} ({type(error).__name__}): "
-                                 "check BAO_ADDR and that the server runs ('bao status')") from None
+                return CasRefused()
+            return KeyUnavailable(f"OpenBao refused to {action} (400); check that {self._config.mount} is a KV "
+                                  f"version 2 mount; {SEE_DOCS}")
+        if isinstance(error, bao_errors.Unauthorized):
+            return KeyUnavailable(f"OpenBao did not accept the login to {action} (401): the secret id or token is "
+                                  f"wrong or expired; issue a new one; {SEE_DOCS}")
+        if isinstance(error, bao_errors.VaultError):
+            return KeyUnavailable(f"OpenBao failed to {action} ({type(error).__name__}); check the server's log "
+                                  "and 'scratchvault doctor'")
+        if isinstance(error, requests.exceptions.SSLError):
+            return KeyUnavailable(f"the TLS certificate of {addr} did not verify: set BAO_CACERT to the CA that "
+                                  f"signed it; {SEE_DOCS}")
+        if isinstance(error, requests.exceptions.Timeout):
+            return KeyUnavailable(f"OpenBao at {addr} did not answer within {self._config.timeout:g} s ({action}); "
+                                  "check the server and the network, then retry")
+        if isinstance(error, _Redirected):
+            return KeyUnavailable(f"OpenBao at {addr} answered with a redirect ({action}), which is never followed: "
+                                  "point BAO_ADDR at the active node itself")
+        return KeyUnavailable(f"OpenBao at {addr} could not be reached to {action} ({type(error).__name__}): "
+                              "check BAO_ADDR and that the server runs ('bao status')")
 
     def _forbidden(self, action: str) -> KeyUnavailable:
         mount = self._config.mount

@@ -22,7 +22,7 @@ def test_an_approle_token_with_the_policy_is_reported_exact(openbao_keyring):
     assert "TLS verified against" in texts
     assert statuses(findings, "token (approle)") == ["ok"] and "renewable" in texts
     assert statuses(findings, "exactly") == ["ok", "ok"]
-    assert statuses(findings, "KV mount scratchvault: version 2") == ["ok"]
+    assert statuses(findings, "KV mount scratchvault: version 2") == ["warn"]  # its settings: not for this token
     assert statuses(findings, "audit devices") == ["warn"]  # not visible to the vault's own token
 
 
@@ -53,7 +53,8 @@ def test_an_unreachable_server_fails_with_a_remedy(openbao_server, openbao_secre
 def test_plain_http_on_loopback_is_a_warning(openbao_server, openbao_secret_id):
     findings = report(openbao_keyring_for(openbao_server, openbao_secret_id, addr="http://127.0.0.1:9"))
     assert findings[0] == ("warn", "OpenBao at http://127.0.0.1:9: plain http, accepted only because 127.0.0.1 is "
-                                   "loopback")
+                                   "a literal loopback address (127.0.0.0/8 or ::1; a name such as localhost is "
+                                   "refused)")
 
 
 def test_the_doctor_command_reports_the_backend_chosen_by_python_keyring_backend(
