@@ -15,7 +15,7 @@ from hvac import exceptions as bao_errors
 from keys.errors import KeyUnavailable
 from keys.openbao.doctor import report
 from keys.openbao.layout import entry_path
-from tests.support.openbao_fixtures import openbao_keyring_for
+from tests.support.openbao_fixtures import kv2_mount, openbao_keyring_for
 from vault import Principal, Vault
 
 MARKS = "scratchvault/" + "ab" * 16 + "/owner-issued"
@@ -81,10 +81,7 @@ def test_an_owner_key_deleted_on_the_server_is_unavailable_and_a_shred_removes_i
 
 
 def test_doctor_fails_a_mount_whose_versions_lapse(openbao_server):
-    admin = openbao_server.admin()
-    if "kv-lapse/" not in admin.sys.list_mounted_secrets_engines()["data"]:
-        admin.sys.enable_secrets_engine("kv", path="kv-lapse", options={"version": "2"})
-    admin.secrets.kv.v2.configure(delete_version_after="1h", mount_point="kv-lapse")
+    kv2_mount(openbao_server, "kv-lapse", delete_version_after="1h")
     keyring = openbao_keyring_for(openbao_server, None, role_id=None, token=openbao_server.root_token,
                                   mount="kv-lapse")
     findings = report(keyring)

@@ -10,6 +10,7 @@ SCRATCHVAULT_TEST_KEYRING=openbao makes the ``keyring_backend`` fixture an OpenB
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
@@ -141,3 +142,20 @@ def openbao_keyring_for(server: BaoServer, secret_id: str, /, **settings: Any) -
 def openbao_keyring(openbao_server: BaoServer, openbao_secret_id: str) -> ObservedOpenBaoKeyring:
     """An OpenBao keyring for one test, its entries under a prefix of its own."""
     return openbao_keyring_for(openbao_server, openbao_secret_id)
+
+
+def kv2_mount(server: BaoServer, name: str, **settings: Any) -> None:
+    """A KV v2 mount ``name`` (made once) with the KV ``settings`` given (cas_required=, delete_version_after=);
+    a new mount refuses its config for a moment while it upgrades to versioned data, so that is retried."""
+    admin = server.admin()
+    if f"{name}/" not in admin.sys.list_mounted_secrets_engines()["data"]:
+        admin.sys.enable_secrets_engine("kv", path=name, options={"version": "2"})
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            admin.secrets.kv.v2.configure(mount_point=name, **settings)
+            return
+        except bao_errors.InvalidRequest:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
