@@ -96,10 +96,16 @@ def test_an_unknown_ca_fails_closed_with_a_remedy(openbao_server, openbao_secret
         keyring.get_password(OWNER_KEY, "cd.1")
 
 
-@pytest.mark.parametrize("addr", ["http://10.0.0.5:8200", "http://bao.example:8200", "ftp://127.0.0.1"])
-def test_plain_http_is_refused_off_loopback(addr):
+@pytest.mark.parametrize("addr", ["http://10.0.0.5:8200", "http://bao.example:8200", "ftp://127.0.0.1",
+                                  "http://localhost:8200", "http://localhost.:8200", "http://[::ffff:10.0.0.5]:8200"])
+def test_plain_http_is_refused_off_a_literal_loopback_address(addr):
     with pytest.raises(KeyUnavailable, match="https"):
         OpenBaoConfig(addr=addr, token="t")
+
+
+@pytest.mark.parametrize("addr", ["http://127.0.0.1:8200", "http://127.9.8.7:8200", "http://[::1]:8200"])
+def test_plain_http_to_a_literal_loopback_address_is_accepted(addr):
+    assert OpenBaoConfig(addr=addr, token="t").addr == addr
 
 
 def test_the_environment_configures_it_and_arguments_override(monkeypatch):
