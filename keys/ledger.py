@@ -105,15 +105,25 @@ class DeletionLedgers:
         stored = self._keyring.get(self._service, owner_tag.hex())
         if stored is None:
             return 0
-        text = stored.reveal()
-        if not (text.isascii() and text.isdigit() and len(text) <= 19 and (text == "0" or text[0] != "0")
-                and int(text) <= MAX_COUNTER):
+        count = _count(stored)
+        if count is None:
             raise KeyUnavailable("the keyring's count of deletes for an owner is not a count; restore it from the "
                                  f"keyring backup, or delete it (service {self._service}); {REMEDY}")
-        return int(text)
+        return count
 
     def record(self, owner_tag: bytes, counter: int) -> None:
         """Store the owner's count of deletes in the keyring (after the delete that made it committed). Every
         value written is that of a committed ledger, and ledgers only count up: a write that lands late, or
-        after another process's, can only leave the keyring below the file, never above it."""
-        self._keyring.set(self._service, owner_tag.hex(), Secret(str(counter)))
+        after another process's, can only leave the keyring below the file, never above it (and a keyring with
+        check-and-set, OpenBao's, keeps the higher count: one found higher on read-back was recorded)."""
+        self._keyring.set(self._service, owner_tag.hex(), Secret(str(counter)),
+                          kept=lambda stored: stored is not None and (_count(stored) or 0) >= counter)
+
+
+def _count(stored: Secret) -> int | None:
+    """A count of deletes as the keyring holds it (plain decimal, no leading zero), or None for anything else."""
+    text = stored.reveal()
+    if not (text.isascii() and text.isdigit() and len(text) <= 19 and (text == "0" or text[0] != "0")
+            and int(text) <= MAX_COUNTER):
+        return None
+    return int(text)

@@ -12,6 +12,7 @@ bounds how far gc probes a length no process uses any more.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from keys.epochs.marks import EpochMark
 from keys.errors import KeyUnavailable
@@ -66,15 +67,25 @@ class EpochLengths:
                 with self._lock:
                     self._recorded.add(length)
                 return
-            text = ",".join(str(value) for value in sorted({*listed, length}))
-            self._keyring.set(self._list_service, _LIST, Secret(text))
+            wanted = {*listed, length}
+            text = ",".join(str(value) for value in sorted(wanted))
+            self._keyring.set(self._list_service, _LIST, Secret(text), kept=_holding(wanted))
         raise KeyUnavailable(_UNRECORDED)
 
     def _read(self) -> list[int]:
         """The lengths the keyring's list names (values that are not lengths are left out)."""
-        stored = self._keyring.get(self._list_service, _LIST)
-        parts = [] if stored is None else stored.reveal().split(",")
-        return sorted({int(part) for part in parts if part.isascii() and part.isdigit() and 0 < len(part) <= 6})
+        return _lengths(self._keyring.get(self._list_service, _LIST))
 
     def __repr__(self) -> str:
         return "<EpochLengths>"
+
+
+def _holding(wanted: set[int]) -> Callable[[Secret | None], bool]:
+    """Whether a list read back holds every length written (another process's lengths may have joined them)."""
+    return lambda stored: wanted <= set(_lengths(stored))
+
+
+def _lengths(stored: Secret | None) -> list[int]:
+    """The lengths a stored list names (values that are not lengths are left out)."""
+    parts = [] if stored is None else stored.reveal().split(",")
+    return sorted({int(part) for part in parts if part.isascii() and part.isdigit() and 0 < len(part) <= 6})

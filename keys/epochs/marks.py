@@ -72,14 +72,16 @@ class EpochMark:
         return value is not None and epoch <= value
 
     def raise_to(self, length: int, value: int) -> bool:
-        """Set the marker to ``value`` unless it already holds as much (monotone: a concurrent writer holding less
-        may lower it again, which only delays NotFound for a restored backup, see threat_model.md). Best effort:
-        False when the keyring failed (nothing is raised; the destruction goes on)."""
+        """Set the marker to ``value`` unless it already holds as much (monotone: with a plain keyring a concurrent
+        writer holding less may lower it again, which only delays NotFound for a restored backup, see
+        threat_model.md; OpenBao's check-and-set keeps the higher). Best effort: False when the keyring failed
+        (nothing is raised; the destruction goes on)."""
         try:
             current = self.read(length)
             if current is not None and current >= value:
                 return True
-            self._keyring.set(self._service, marker_name(length, self._kind), Secret(str(value)))
+            self._keyring.set(self._service, marker_name(length, self._kind), Secret(str(value)),
+                              kept=lambda stored: stored is not None and (_parse(stored) or 0) >= value)
         except KeyUnavailable:
             return False
         self._note(length, value)

@@ -106,10 +106,14 @@ class KeyringEdge:
             raise KeyUnavailable(f"the keyring returned a non-text secret; {REMEDY}")
         return None if value is None else Secret(value)
 
-    def set(self, service: str, username: str, secret: Secret) -> None:
-        """Store a secret, then read it back: a backend that accepts a write and keeps nothing is caught here."""
+    def set(self, service: str, username: str, secret: Secret,
+            kept: Callable[[Secret | None], bool] | None = None) -> None:
+        """Store a secret, then read it back: a backend that accepts a write and keeps nothing is caught here.
+        ``kept`` says whether what is read back keeps the write's promise when that is more than equality: a mark
+        another process (or machine) raised higher meanwhile keeps a promise of "at least this"."""
         self._write(self._backend.set_password, "write", service, username, secret)
-        if self.get(service, username) != secret:
+        stored = self.get(service, username)
+        if not (stored == secret or (kept is not None and kept(stored))):
             raise KeyUnavailable(
                 f"the keyring accepted a key but did not return it on read-back; it does not persist secrets. {REMEDY}"
             )

@@ -44,10 +44,12 @@ class OwnerMarks:
 
     def raise_to(self, kind: str, owner_tag: bytes, value: int) -> None:
         """Set a mark to ``value`` unless it already holds as much, and read it back (a keyring that drops a write
-        is KeyUnavailable: the caller then writes nothing the mark should cover)."""
+        is KeyUnavailable: the caller then writes nothing the mark should cover; a mark found higher, raised by
+        another process meanwhile, holds as much)."""
         if self.read(kind, owner_tag) >= value:
             return
-        self._keyring.set(self._prefix + kind, owner_tag.hex(), Secret(str(value)))
+        self._keyring.set(self._prefix + kind, owner_tag.hex(), Secret(str(value)),
+                          kept=lambda stored: _parse(stored) >= value)
         if self.read(kind, owner_tag) < value:
             raise KeyUnavailable("the OS keyring did not keep a key version mark it was given; check the keyring "
                                  "and retry")

@@ -1,7 +1,7 @@
 """Several machines (and threads) on one OpenBao: a mark or counter read and raised by two machines at once never
 moves back and no update is lost (check-and-set, the write re-applied over the other's); the epoch lengths list
-keeps both machines' lengths; threads refused at once (403) log in once, not each; a mount that requires
-check-and-set is served as any other."""
+keeps both machines' lengths; the key layer takes a mark another machine raised higher meanwhile as raised; threads
+refused at once (403) log in once, not each; a mount that requires check-and-set is served as any other."""
 
 from __future__ import annotations
 
@@ -10,7 +10,13 @@ import uuid
 
 import pytest
 
-from tests.support.openbao_fixtures import kv2_mount, openbao_keyring_for
+from keys.epochs.lengths import EpochLengths
+from keys.epochs.marks import EpochMark
+from keys.keyring.edge import KeyringEdge
+from keys.keyring.owner_marks import OwnerMarks
+from keys.ledger import DeletionLedgers
+from keys.openbao import OpenBaoKeyring
+from tests.support.openbao_fixtures import ObservedOpenBaoKeyring, kv2_mount, openbao_keyring_for
 from vault import Principal, Vault
 
 VAULT = "scratchvault/" + "ab" * 16
@@ -122,3 +128,42 @@ def test_a_mount_that_requires_check_and_set_is_served(openbao_server, tmp_path,
         row = vault.put(alice, "t", 1, "tool", "on a cas_required mount").id
         assert vault.get(alice, row).content == "on a cas_required mount"
         vault.shred_owner(alice.user_id)
+
+
+class OvertakenKeyring(ObservedOpenBaoKeyring):
+    """A machine whose next write is overtaken: just before it reaches the server, another machine (a second real
+    keyring, its own login) writes the same entry, as when the two run at once."""
+
+    rival: OpenBaoKeyring
+    rival_writes: list[str]
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        if self.rival_writes:
+            self.rival.set_password(service, username, self.rival_writes.pop())
+        super().set_password(service, username, password)
+
+
+def test_the_key_layers_marks_and_counters_raised_on_two_machines_at_once_keep_the_higher(openbao_server):
+    rival = openbao_keyring_for(openbao_server, openbao_server.secret_id_file(f"m2-{uuid.uuid4().hex[:6]}"))
+    machine = OvertakenKeyring(openbao_server, addr=openbao_server.addr, cacert=openbao_server.cacert,
+                               role_id=openbao_server.role_id, token=None, token_file=None,
+                               secret_id_file=openbao_server.secret_id_file(f"m1-{uuid.uuid4().hex[:6]}"),
+                               prefix=rival.config.prefix)
+    machine.rival, machine.rival_writes = rival, []
+    vault_id, owner_tag = bytes(16), b"\xcd" * 16
+    marks, ledgers = OwnerMarks(KeyringEdge(machine), vault_id), DeletionLedgers(KeyringEdge(machine), vault_id)
+    epochs = EpochMark(KeyringEdge(machine), "scratchvault/" + vault_id.hex() + "/epoch-key")
+    marks.raise_to("issued", owner_tag, 5)
+    machine.rival_writes = ["7"]
+    marks.raise_to("issued", owner_tag, 6)  # read 5, then the rival raised it to 7 before this write
+    assert marks.read("issued", owner_tag) == 7
+    ledgers.record(owner_tag, 3)
+    machine.rival_writes = ["9"]
+    ledgers.record(owner_tag, 4)
+    assert ledgers.counter(owner_tag) == 9
+    machine.rival_writes = ["12"]
+    assert epochs.raise_to(60, 11) and epochs.read(60) == 12
+    lengths = EpochLengths(KeyringEdge(machine), "scratchvault/" + vault_id.hex() + "/epoch-key")
+    machine.rival_writes = ["60,3600"]
+    lengths.before_key(120, 1)  # read no list, then the rival listed 60 and 3600 before this write
+    assert rival.get_password("scratchvault/" + vault_id.hex() + "/epoch-lengths", "lengths") == "60,120,3600"
