@@ -136,7 +136,7 @@ class OpenBaoKeyring(KeyringBackend):
                 raise KeyUnavailable("an OpenBao entry that is written once already exists, and was not "
                                      "overwritten; retry (the key layer deletes an entry left by a write it gave up)")
         raise KeyUnavailable(f"other writers changed an OpenBao entry {CAS_ATTEMPTS} times while this one wrote it "
-                             "(check-and-set refused each time); nothing was lost: retry")
+                             "(check-and-set refused each time); this write was not made: retry")
 
     def delete_password(self, service: str, username: str) -> None:
         """Delete an entry with all its versions and metadata, also when no live version is left (a deleted one
