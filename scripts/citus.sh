@@ -5,7 +5,9 @@
 # newest PostgreSQL Debian installed has no Citus yet: the headers it needs come from apt (only those missing),
 # the build tree is kept in the user's cache (~/.cache/scratchvault, keyed by the tarball's sha256; outside the
 # checkout, which the mutants copy) and installed from there, so a later run with the extension installed builds
-# nothing, and one whose install vanished (a new machine image with the cache restored) only reinstalls.
+# nothing, and one whose install vanished (a new machine image with the cache restored) only reinstalls. Where the
+# installed PostgreSQL is older than the archive's, apt upgrades it to the headers' version (the same major; servers
+# already running keep their binary until restarted).
 #
 # Each node is a cluster of its own in one fresh temp dir, owned by "postgres" when run as root (initdb and
 # pg_ctl refuse root), with shared_preload_libraries = 'citus', listening on 127.0.0.1 only (a free port each)
@@ -150,7 +152,7 @@ citus_sql() {
 # URLs), SCRATCHVAULT_TEST_CITUS_PGDATA (the data dirs: coordinator, then workers), SCRATCHVAULT_TEST_CITUS_PGCTL
 # and SCRATCHVAULT_CITUS_REQUIRED=1.
 start_citus() {
-    local started ms ports node i urls=() dirs=()
+    local started ms ports node i pids=() urls=() dirs=()
     ensure_citus_extension
     started="$(date +%s%N)"
     CITUS_DIR="$(mktemp -d -t scratchvault-citus.XXXXXX)"
@@ -161,9 +163,16 @@ start_citus() {
     fi
     mapfile -t ports < <(free_ports)
     ((${#ports[@]} == 3)) || die "could not find three free ports on 127.0.0.1 for Citus"
+    # the three initdb and starts at once (each waits mostly on its own fsyncs)
+    for i in 0 1 2; do
+        start_citus_node "${CITUS_NODES[i]}" "${ports[i]}" &
+        pids+=($!)
+    done
+    for i in 0 1 2; do
+        wait "${pids[i]}" || die "the Citus ${CITUS_NODES[i]} did not start (why is said above)"
+    done
     for i in 0 1 2; do
         node="${CITUS_NODES[i]}"
-        start_citus_node "$node" "${ports[i]}"
         quietly as_citus_owner "$PG_BIN/createdb" -h "$CITUS_DIR" -p "${ports[i]}" -U postgres "$CITUS_DATABASE" ||
             die "could not create the test database on the Citus $node"
         citus_sql "${ports[i]}" "CREATE EXTENSION citus" || die "CREATE EXTENSION citus failed on the Citus $node"
