@@ -59,11 +59,11 @@ def test_two_owners_rows_land_on_different_workers(citus_cluster: CitusCluster, 
     for url in citus_cluster.worker_urls:
         with connect(url) as worker:
             for port, (tag, shard) in placed.items():
-                held = worker.execute(sql.SQL("SELECT count(*) FROM {} WHERE owner_tag = %s").format(
-                    sql.Identifier(citus_schema, f"by_owner_{shard}")), [tag]).fetchone() \
-                    if port == _port(url) else None
+                shard_table = f"{citus_schema}.by_owner_{shard}"
                 if port == _port(url):
+                    held = worker.execute(sql.SQL("SELECT count(*) FROM {} WHERE owner_tag = %s").format(
+                        sql.Identifier(citus_schema, f"by_owner_{shard}")), [tag]).fetchone()
                     assert held == (1,), "the row is in the shard table Citus names, on the worker it names"
                 else:
-                    assert worker.execute("SELECT to_regclass(%s)", [f"{citus_schema}.by_owner_{shard}"]
-                                          ).fetchone() == (None,), "the other owner's shard is not on this worker"
+                    assert worker.execute("SELECT to_regclass(%s)", [shard_table]).fetchone() == (None,), \
+                        "the other owner's shard is not on this worker"
