@@ -120,7 +120,7 @@ print("\n".join(str(each.getsockname()[1]) for each in sockets))
 EOF
 }
 
-# Makes, configures and starts the cluster of node "$1" on port "$2".
+# Makes, configures and starts the cluster of node "$1" on port "$2", with the test database and the extension.
 start_citus_node() {
     local node="$1" port="$2" data="$CITUS_DIR/$1"
     quietly as_citus_owner "$PG_BIN/initdb" -D "$data" -U postgres --auth-local=trust --auth-host=reject \
@@ -138,6 +138,9 @@ EOF
         cat "$CITUS_DIR/$node.log" >&2 2>/dev/null || true
         die "the Citus $node did not start (its log is above)"
     }
+    quietly as_citus_owner "$PG_BIN/createdb" -h "$CITUS_DIR" -p "$port" -U postgres "$CITUS_DATABASE" ||
+        die "could not create the test database on the Citus $node"
+    citus_sql "$port" "CREATE EXTENSION citus" || die "CREATE EXTENSION citus failed on the Citus $node"
 }
 
 # Runs SQL "$2" as the superuser in the test database of the node on port "$1".
@@ -152,7 +155,7 @@ citus_sql() {
 # URLs), SCRATCHVAULT_TEST_CITUS_PGDATA (the data dirs: coordinator, then workers), SCRATCHVAULT_TEST_CITUS_PGCTL
 # and SCRATCHVAULT_CITUS_REQUIRED=1.
 start_citus() {
-    local started ms ports node i pids=() urls=() dirs=()
+    local started ms ports i failed="" pids=() urls=() dirs=()
     ensure_citus_extension
     started="$(date +%s%N)"
     CITUS_DIR="$(mktemp -d -t scratchvault-citus.XXXXXX)"
@@ -163,21 +166,18 @@ start_citus() {
     fi
     mapfile -t ports < <(free_ports)
     ((${#ports[@]} == 3)) || die "could not find three free ports on 127.0.0.1 for Citus"
-    # the three initdb and starts at once (each waits mostly on its own fsyncs)
+    # the three nodes at once (each waits mostly on its own fsyncs)
     for i in 0 1 2; do
         start_citus_node "${CITUS_NODES[i]}" "${ports[i]}" &
         pids+=($!)
     done
-    for i in 0 1 2; do
-        wait "${pids[i]}" || die "the Citus ${CITUS_NODES[i]} did not start (why is said above)"
+    for i in 0 1 2; do  # all waited for before any failure ends the run: the clean-up must find every postmaster
+        wait "${pids[i]}" || failed+=" ${CITUS_NODES[i]}"
     done
+    [[ -z "$failed" ]] || die "the Citus${failed} did not start (why is said above)"
     for i in 0 1 2; do
-        node="${CITUS_NODES[i]}"
-        quietly as_citus_owner "$PG_BIN/createdb" -h "$CITUS_DIR" -p "${ports[i]}" -U postgres "$CITUS_DATABASE" ||
-            die "could not create the test database on the Citus $node"
-        citus_sql "${ports[i]}" "CREATE EXTENSION citus" || die "CREATE EXTENSION citus failed on the Citus $node"
         urls+=("postgresql://postgres@127.0.0.1:${ports[i]}/$CITUS_DATABASE")
-        dirs+=("$CITUS_DIR/$node")
+        dirs+=("$CITUS_DIR/${CITUS_NODES[i]}")
     done
     citus_sql "${ports[0]}" "SELECT citus_set_coordinator_host('127.0.0.1', ${ports[0]});
         SELECT citus_add_node('127.0.0.1', ${ports[1]}); SELECT citus_add_node('127.0.0.1', ${ports[2]})" ||
