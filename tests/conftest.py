@@ -172,6 +172,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.postgres)
         if "openbao_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.openbao)
+        if "citus_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.citus)
         if uses_the_store_under_test(item):
             item.add_marker(pytest.mark.store)
         marker = item.get_closest_marker("sqlite_only")

@@ -6,9 +6,9 @@ test (those built on them, such as ``vault``, ``attacker`` or the crash template
 its module picks the store itself from tests/attacks/stores.py. The rest open a SQLite file by path, or the
 PostgreSQL server by the ``pg_*`` fixtures, or nothing, the same way in both passes.
 
-The quick tier leaves out what needs the PostgreSQL or OpenBao server (it starts neither) and the slow multi-process
-tests other than the crash campaigns, which it keeps with fewer kill points (SCRATCHVAULT_CRASH_KILLS) and the key
-bookkeeping state machine with fewer examples (SCRATCHVAULT_MACHINE_EXAMPLES).
+The quick tier leaves out what needs the PostgreSQL, OpenBao or Citus servers (it starts none) and the slow
+multi-process tests other than the crash campaigns, which it keeps with fewer kill points (SCRATCHVAULT_CRASH_KILLS)
+and the key bookkeeping state machine with fewer examples (SCRATCHVAULT_MACHINE_EXAMPLES).
 
 Loaded by tests/conftest.py (its hooks re-exported there)."""
 
@@ -61,7 +61,7 @@ def uses_the_store_under_test(item: pytest.Item) -> bool:
 
 
 def in_quick_tier(item: pytest.Item) -> bool:
-    if item.get_closest_marker("postgres") is not None or item.get_closest_marker("openbao") is not None:
+    if any(item.get_closest_marker(server) is not None for server in ("postgres", "openbao", "citus")):
         return False
     return item.get_closest_marker("slow") is None or item.nodeid.startswith(QUICK_SLOW)
 
