@@ -15,9 +15,11 @@ copies, as from a wrong keyring).
 
 from __future__ import annotations
 
+import faulthandler
 import math
 import multiprocessing
 import os
+import queue
 import random
 import sys
 import tempfile
@@ -41,6 +43,7 @@ MIX = {"put": 40, "read": 35, "delete": 10, "extend_turn": 10, "gc": 5}  # weigh
 PUTS_PER_TURN = 10
 SHORT_TTL, LONG_TTL = 1, 3600  # seconds; a quarter of puts live SHORT_TTL, what gc finds to collect
 SHORT_TTL_SHARE = 0.25
+STUCK_AFTER = 120  # seconds past its deadline a child is taken for stuck (an operation takes far less)
 START_MARGIN = 600  # seconds between preparing the keys and the children's last put: spawning, waiting, slow runs
 TEXT = "".join(f"{i:06d} load line, observation words in it\n" for i in range(MIB // 40 + 1))[:MIB]
 
@@ -140,6 +143,8 @@ def child(index: int, plan: ChildPlan, start: multiprocessing.synchronize.Barrie
     if load.trace:
         locktrace.install()
     run_owners = owners(load.owners)
+    # a process still running well after its deadline is stuck: every thread's stack to stderr, to say where
+    faulthandler.dump_traceback_later(load.seconds + STUCK_AFTER, exit=True)
     with Vault.open(plan.location, keyring_backend=keyring) as vault:
         seeds = [index * load.threads + n for n in range(load.threads)]
         workers = [Worker(vault, f"p{index}t{n}", seed, run_owners[seed % load.owners])
@@ -153,6 +158,7 @@ def child(index: int, plan: ChildPlan, start: multiprocessing.synchronize.Barrie
         for thread in running:
             thread.join()
         cpu = time.process_time() - cpu_started
+    faulthandler.cancel_dump_traceback_later()
     results.put(LoadResult.gathered([(w.samples, w.errors) for w in workers],
                                     locktrace.collected() if load.trace else {}, cpu))
 
@@ -187,7 +193,12 @@ def run(location: str, load: LoadPlan, server_pid: int | None = None) -> LoadRes
     start.wait(timeout=120)
     window.start()
     began = time.monotonic()
-    gathered = [results.get(timeout=load.seconds + 600) for _ in children]
+    try:
+        gathered = [results.get(timeout=load.seconds + 2 * STUCK_AFTER) for _ in children]
+    except queue.Empty:
+        for process in children:
+            process.terminate()
+        raise RuntimeError("a load process did not finish: it printed its threads' stacks on stderr") from None
     elapsed = time.monotonic() - began
     window.stop()
     for process in children:
