@@ -143,13 +143,13 @@ def child(index: int, plan: ChildPlan, start: multiprocessing.synchronize.Barrie
     if load.trace:
         locktrace.install()
     run_owners = owners(load.owners)
-    # a process still running well after its deadline is stuck: every thread's stack to stderr, to say where
-    faulthandler.dump_traceback_later(load.seconds + STUCK_AFTER, exit=True)
     with Vault.open(plan.location, keyring_backend=keyring) as vault:
         seeds = [index * load.threads + n for n in range(load.threads)]
         workers = [Worker(vault, f"p{index}t{n}", seed, run_owners[seed % load.owners])
                    for n, seed in enumerate(seeds)]
         start.wait()
+        # a process still running well after its deadline is stuck: every thread's stack to stderr, to say where
+        faulthandler.dump_traceback_later(load.seconds + STUCK_AFTER, exit=True)
         cpu_started = time.process_time()
         deadline = time.monotonic() + load.seconds
         running = [threading.Thread(target=w.run, args=(deadline,)) for w in workers]
