@@ -267,12 +267,12 @@ def main(argv: list[str] | None = None) -> int:
                         "SQLite figures beside them; without URL, libpq's PG* environment variables say where")
     parser.add_argument("--plain-storage", metavar="KIND", help="with --postgres: the baseline's content column "
                         "storage (default: PostgreSQL's, EXTENDED)")
-    parser.add_argument("--load", action="store_true", help="instead: 8 processes x 2 threads, one file")
+    parser.add_argument("--load", action="store_true", help="instead: 8 processes x 2 threads, one store")
     parser.add_argument("--seconds", type=float, default=60.0, help="with --load: how long the load runs")
     parser.add_argument("--locks", action="store_true", help="with --load: time lock waits and holds")
     args = parser.parse_args(argv)
     if args.load:
-        return load.main(args.seconds, trace=args.locks)
+        return load.main(args.seconds, trace=args.locks, postgres=args.postgres)
     if args.postgres:
         from bench import pg_run
 

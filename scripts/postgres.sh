@@ -107,7 +107,8 @@ stop_postgres() {
 # Only their tests marked "store" run (--store-tests-only, tests/support/tiers.py): the others open a file by
 # path, the server by the pg_* fixtures, or nothing, the same way in both passes.
 PG_SUITES=(tests/vault tests/engine tests/attacks tests/keys tests/system/test_concurrency.py
-    tests/system/test_crash.py tests/system/test_crash_operations.py tests/system/test_epoch_processes.py)
+    tests/system/test_crash.py tests/system/test_crash_operations.py tests/system/test_epoch_processes.py
+    tests/system/test_load_bench.py)
 
 # Runs them ("$1" = 1: only the test paths among the other arguments that lie in these suites, the ones the
 # caller chose; a chosen test may be SQLite-only, so none running is not a failure then); returns pytest's status.
