@@ -1,8 +1,8 @@
 """The upstream MCP server the proxy tests put behind ``scratchvault mcp --wrap``: a small ``MCPServer`` of the SDK
 with a tool returning a 2 MB page, small and structured results, a failing tool, an image, a resource and a
-prompt; a tool reporting progress and logging during its call, a slow one that records its cancellation, and one
-announcing that its lists changed. Run as ``python -m tests.integrations.mcp_upstream`` (stdio); it says on stderr
-that it started."""
+prompt; a tool reporting progress and logging during its call, a slow one that records its cancellation, one
+announcing that its lists changed, one adding a tool (and announcing it) and one announcing a resource's update. Run as
+``python -m tests.integrations.mcp_upstream`` (stdio); it says on stderr that it started."""
 
 from __future__ import annotations
 
@@ -81,6 +81,26 @@ async def announce(ctx: Context) -> str:
     await ctx.notify_prompts_changed()
     await ctx.notify_resources_changed()
     return "announced"
+
+
+def grown() -> str:
+    """A tool added while the server runs."""
+    return "grown"
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool ``grown`` and announces that the tools changed."""
+    server.add_tool(grown)
+    await ctx.notify_tools_changed()
+    return "grew"
+
+
+@server.tool()
+async def touch(uri: str, ctx: Context) -> str:
+    """Announces that the resource ``uri`` was updated (to the listen streams subscribed to it)."""
+    await ctx.notify_resource_updated(uri)
+    return "touched"
 
 
 @server.resource("page://readme")
