@@ -127,14 +127,17 @@ class UpstreamNotices:
         host = self._handshake_host
         if host is None or (isinstance(event, ResourceUpdated) and event.uri not in self._interest):
             return
-        if isinstance(event, ToolsListChanged):
-            await host.send_tool_list_changed()
-        elif isinstance(event, PromptsListChanged):
-            await host.send_prompt_list_changed()
-        elif isinstance(event, ResourcesListChanged):
-            await host.send_resource_list_changed()
-        else:
-            await host.send_resource_updated(event.uri)
+        try:
+            if isinstance(event, ToolsListChanged):
+                await host.send_tool_list_changed()
+            elif isinstance(event, PromptsListChanged):
+                await host.send_prompt_list_changed()
+            elif isinstance(event, ResourcesListChanged):
+                await host.send_resource_list_changed()
+            else:
+                await host.send_resource_updated(event.uri)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            log.debug("the host left before a change reached it")  # the proxy is ending with it
 
     async def _follow_list_changes(self, upstream: Client) -> None:
         try:
