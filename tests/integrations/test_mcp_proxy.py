@@ -64,7 +64,7 @@ def test_a_large_result_is_stored_and_read_back_small_ones_pass(where, tmp_path)
     async def scenario(client: Client) -> None:
         names = [tool.name for tool in (await client.list_tools()).tools]
         assert names == ["fetch_page", "small", "listing", "broken", "picture", "working", "slow", "announce",
-                         "grow", "touch", "scratchpad_read"]
+                         "grow", "touch", "listening", "scratchpad_read"]
         page = await client.call_tool("fetch_page", {})
         seen["page"] = representation = page.structured_content
         assert set(representation) == OFFLOADED_KEYS and representation["executor_name"] == "fetch_page"

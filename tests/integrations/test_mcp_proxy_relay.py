@@ -23,6 +23,12 @@ from tests.integrations.test_mcp_proxy import UPSTREAM, proxy
 WAIT = 60  # seconds: two processes start on a loaded machine
 HANDSHAKE_UPSTREAM = [sys.executable, "-m", "tests.integrations.mcp_upstream_handshake"]
 README = "page://readme"
+# each upstream, with the tool saying what of the resource it follows for the proxy, and its answer while it does
+# and once it does not: a handshake upstream names its subscriptions, a current one counts its listen streams (the
+# proxy holds one for list changes, and one per resource followed)
+UPSTREAMS = pytest.mark.parametrize(("upstream", "state", "following", "idle"), [
+    (HANDSHAKE_UPSTREAM, "subscribed", README, ""), (UPSTREAM, "listening", "2", "1")],
+    ids=["handshake-upstream", "current-upstream"])
 LIST_CHANGES = ["notifications/tools/list_changed", "notifications/prompts/list_changed",
                 "notifications/resources/list_changed"]
 pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
@@ -61,9 +67,9 @@ async def tool_names(client: Client) -> list[str]:
     return [tool.name for tool in (await client.list_tools()).tools]
 
 
-async def upstream_subscriptions_become(client: Client, expected: str) -> None:
+async def upstream_state_becomes(client: Client, state: str, expected: str) -> None:
     with anyio.fail_after(WAIT):
-        while await said(client, "subscribed") != expected:
+        while await said(client, state) != expected:
             await anyio.sleep(0.05)
 
 
@@ -72,8 +78,9 @@ async def next_event(changes: Any) -> Any:
         return await changes.__anext__()
 
 
-@pytest.mark.parametrize("upstream", [HANDSHAKE_UPSTREAM, UPSTREAM], ids=["handshake-upstream", "current-upstream"])
-def test_a_handshake_host_gets_the_upstreams_list_changes_and_a_subscribed_resources_updates(tmp_path, upstream):
+@UPSTREAMS
+def test_a_handshake_host_gets_the_upstreams_list_changes_and_a_subscribed_resources_updates(
+        tmp_path, upstream, state, following, idle):
     notices = Notices()
 
     async def scenario(client: Client) -> None:
@@ -83,28 +90,27 @@ def test_a_handshake_host_gets_the_upstreams_list_changes_and_a_subscribed_resou
         assert [notice.method for notice in await notices.next()] == LIST_CHANGES[:1]
         assert {"grown", "scratchpad_read"} <= set(await tool_names(client))
         await client.subscribe_resource(README)
+        assert await said(client, state) == following
         assert await said(client, "touch", uri=README) == "touched"
         (updated,) = await notices.next()
         assert isinstance(updated, types.ResourceUpdatedNotification) and updated.params.uri == README
         await client.unsubscribe_resource(README)
-        if upstream is HANDSHAKE_UPSTREAM:
-            assert await said(client, "subscribed") == ""
+        await upstream_state_becomes(client, state, idle)
 
     host(tmp_path, upstream, scenario, mode="legacy", message_handler=notices.handler)
 
 
-@pytest.mark.parametrize("upstream", [HANDSHAKE_UPSTREAM, UPSTREAM], ids=["handshake-upstream", "current-upstream"])
-def test_a_current_hosts_listen_stream_gets_the_upstreams_list_changes_and_its_resources_updates(tmp_path, upstream):
+@UPSTREAMS
+def test_a_current_hosts_listen_stream_gets_the_upstreams_list_changes_and_its_resources_updates(
+        tmp_path, upstream, state, following, idle):
     async def scenario(client: Client) -> None:
         async with client.listen(tools_list_changed=True, resource_subscriptions=[README]) as changes:
-            if upstream is HANDSHAKE_UPSTREAM:
-                assert await said(client, "subscribed") == README
+            assert await said(client, state) == following
             assert await said(client, "grow") == "grew"
             assert await next_event(changes) == ToolsListChanged()
             assert {"grown", "scratchpad_read"} <= set(await tool_names(client))
             assert await said(client, "touch", uri=README) == "touched"
             assert await next_event(changes) == ResourceUpdated(uri=README)
-        if upstream is HANDSHAKE_UPSTREAM:  # the stream's end ends the upstream subscription
-            await upstream_subscriptions_become(client, "")
+        await upstream_state_becomes(client, state, idle)  # the stream's end ends the upstream's following
 
     host(tmp_path, upstream, scenario)
