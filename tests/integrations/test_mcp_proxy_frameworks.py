@@ -48,7 +48,8 @@ def test_the_agents_sdk_gets_a_summary_and_finds_a_line_of_the_page_through_the_
 
 def test_pydantic_ai_gets_a_summary_and_finds_a_line_of_the_page_through_the_proxy(tmp_path):
     params = proxy(tmp_path / "proxy.db", tmp_path / "keyring.json")
-    toolset = MCPToolset(StdioTransport(params.command, list(params.args), env=params.env, cwd=params.cwd))
+    toolset = MCPToolset(StdioTransport(params.command, list(params.args), env=params.env, cwd=params.cwd),
+                         init_timeout=WAIT, read_timeout=WAIT)
     script = Script(("fetch_page", {}), ("scratchpad_read", lambda s: {"id": s.stored_id(), **FIND}))
     assert PydanticAgent(FunctionModel(script), toolsets=[toolset]).run_sync("go").output == "done"
     assert "scratchpad_read" in script.offered[0]
