@@ -1,20 +1,46 @@
 """The upstream MCP server the proxy tests put behind ``scratchvault mcp --wrap``: a small ``MCPServer`` of the SDK
 with a tool returning a 2 MB page, small and structured results, a failing tool, an image, a resource and a
-prompt; a tool reporting progress and logging during its call, a slow one that records its cancellation, and one
-announcing that its lists changed. Run as ``python -m tests.integrations.mcp_upstream`` (stdio); it says on stderr
-that it started."""
+prompt; a tool reporting progress and logging during its call, a slow one that records its cancellation, one
+announcing that its lists changed, one adding a tool (and announcing it), one announcing a resource's update and one
+counting the ``subscriptions/listen`` streams open on it. Run as ``python -m tests.integrations.mcp_upstream``
+(stdio); it says on stderr that it started."""
 
 from __future__ import annotations
 
 import base64
 import sys
+from collections.abc import Callable
 
 import anyio
 from mcp.server.mcpserver import Context, Image, MCPServer
+from mcp.server.subscriptions import InMemorySubscriptionBus, ServerEvent
 from pydantic import BaseModel
 
 PAGE = "".join(f"{i:07} CANARY-upstream page line\n" for i in range(64_000))  # about 2 MB
-server = MCPServer("upstream")
+
+
+class CountingBus(InMemorySubscriptionBus):
+    """The server's subscription bus, counting the listen streams open on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open = 0
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        unsubscribe, ended = super().subscribe(listener), False
+        self.open += 1
+
+        def end() -> None:
+            nonlocal ended
+            if not ended:
+                ended, self.open = True, self.open - 1
+            unsubscribe()
+
+        return end
+
+
+bus = CountingBus()
+server = MCPServer("upstream", subscriptions=bus)
 
 
 @server.tool()
@@ -81,6 +107,32 @@ async def announce(ctx: Context) -> str:
     await ctx.notify_prompts_changed()
     await ctx.notify_resources_changed()
     return "announced"
+
+
+def grown() -> str:
+    """A tool added while the server runs."""
+    return "grown"
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool ``grown`` and announces that the tools changed."""
+    server.add_tool(grown)
+    await ctx.notify_tools_changed()
+    return "grew"
+
+
+@server.tool()
+async def touch(uri: str, ctx: Context) -> str:
+    """Announces that the resource ``uri`` was updated (to the listen streams subscribed to it)."""
+    await ctx.notify_resource_updated(uri)
+    return "touched"
+
+
+@server.tool()
+def listening() -> str:
+    """How many listen streams are open on this server."""
+    return str(bus.open)
 
 
 @server.resource("page://readme")

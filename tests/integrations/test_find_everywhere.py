@@ -9,13 +9,15 @@ import json
 import anyio
 from agents import Agent as AgentsAgent
 from agents import Runner
+from langchain.agents import create_agent
 from mcp import Client
 from pydantic_ai import Agent
 from pydantic_ai.models.function import FunctionModel
 
 from tests.integrations import langgraph_script, test_openai_agents, test_pydantic_ai
 from vault.engine import Scratchpad
-from vault.integrations import mcp, openai_agents
+from vault.integrations import langchain, mcp, openai_agents
+from vault.integrations.langchain_agents import ScratchpadMiddleware
 
 QUERY = {"mode": "find", "query": "F0399.CSV", "ignore_case": True}
 
@@ -64,3 +66,14 @@ def test_from_the_mcp_sdks_client(vault, alice):
             assert answer.structured_content == expected(pad, alice, row) and answer.is_error is False
 
     anyio.run(host)
+
+
+def test_from_langchains_create_agent(vault, alice):
+    pad = Scratchpad(vault, threshold_bytes=4096)
+    model = langgraph_script.Script(steps=[langgraph_script.call("list_files"), langgraph_script.call(
+        "scratchpad_read", lambda s: {"id": s.stored_id(), **QUERY})])
+    agent = create_agent(model, langchain.offloading(pad, [langgraph_script.list_files]),
+                         middleware=[ScratchpadMiddleware(pad)], context_schema=langgraph_script.Turn)
+    final = agent.invoke({"messages": [("user", "go")]}, context=langgraph_script.Turn(alice, "t1"))
+    assert final["messages"][-1].content == "done"
+    assert model.seen(1) == expected(pad, alice, model.stored_id())

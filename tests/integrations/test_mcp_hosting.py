@@ -16,9 +16,8 @@ import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-from keys.testing import MemoryKeyring
 from tests.support.readme import readme_block
-from vault import InvalidArgument, Principal
+from vault import InvalidArgument, Principal, TrialKeyringWarning
 from vault.engine import FAULT, NOT_FOUND, Scratchpad
 from vault.integrations.mcp import REFUSED, build_server, fixed_principal
 
@@ -104,12 +103,12 @@ def test_an_async_hook_names_the_principal_and_a_principal_cannot_be_bound_wrong
 
 
 # -- the README's multi-tenant server over HTTP ---------------------------------------------------------
-def test_the_readme_http_server_maps_each_token_to_its_principal_and_keeps_them_apart(db_path):
+def test_the_readme_http_server_maps_each_token_to_its_principal_and_keeps_them_apart():
     code = readme_block("### MCP")
-    assert code.count("Vault.open()") == 1 and len(code.strip().splitlines()) <= 30
-    code = code.replace("Vault.open()", f"Vault.open({str(db_path)!r}, keyring_backend=MemoryKeyring())")
-    namespace = {"__name__": "readme", "MemoryKeyring": MemoryKeyring}
-    exec(compile(code, "README-mcp", "exec"), namespace)
+    assert code.count('keyring_backend="memory"') == 1 and len(code.strip().splitlines()) <= 30
+    namespace = {"__name__": "readme"}
+    with pytest.warns(TrialKeyringWarning):
+        exec(compile(code, "README-mcp", "exec"), namespace)  # as written, with the documented trial keyring
     vault, server, app, grants = (namespace[name] for name in ("vault", "server", "app", "grants"))
     pad = Scratchpad(vault)
     grants["token-of-bob-turn-1"] = (BOB, "turn-1")

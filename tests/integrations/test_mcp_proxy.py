@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
@@ -26,9 +27,9 @@ from vault.engine import NOT_FOUND, OFFLOADED_KEYS
 UPSTREAM = [sys.executable, "-m", "tests.integrations.mcp_upstream"]
 
 
-def proxy(db: Path, keyring: Path, *flags: str) -> StdioServerParameters:
+def proxy(db: Path, keyring: Path, *flags: str, upstream: Sequence[str] = UPSTREAM) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, cwd=str(ROOT), args=[
-        "-m", "vault", "mcp", "--db", str(db), "--user", "alice", *flags, "--wrap", "--", *UPSTREAM],
+        "-m", "vault", "mcp", "--db", str(db), "--user", "alice", *flags, "--wrap", "--", *upstream],
         env=child_env(PYTHON_KEYRING_BACKEND="tests.support.file_keyring.FileKeyring",
                       SCRATCHVAULT_TEST_KEYRING=str(keyring)))
 
@@ -63,7 +64,7 @@ def test_a_large_result_is_stored_and_read_back_small_ones_pass(where, tmp_path)
     async def scenario(client: Client) -> None:
         names = [tool.name for tool in (await client.list_tools()).tools]
         assert names == ["fetch_page", "small", "listing", "broken", "picture", "working", "slow", "announce",
-                         "scratchpad_read"]
+                         "grow", "touch", "listening", "scratchpad_read"]
         page = await client.call_tool("fetch_page", {})
         seen["page"] = representation = page.structured_content
         assert set(representation) == OFFLOADED_KEYS and representation["executor_name"] == "fetch_page"

@@ -10,12 +10,12 @@ from contextlib import AsyncExitStack
 
 import anyio
 import httpx2
+import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from keys.testing import MemoryKeyring
 from tests.support.readme import readme_block
-from vault import Principal
+from vault import Principal, TrialKeyringWarning
 from vault.engine import Scratchpad
 
 BASE = "http://127.0.0.1:8000"
@@ -26,13 +26,12 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 ALICE, BOB = "token-of-alice-turn-1", "token-of-bob-turn-1"
 
 
-def readme_server(db_path, metrics=None) -> dict:
+def readme_server(metrics=None) -> dict:
     """The README's server, as written (bob granted too; a metrics hook on its pad, to hold a read in flight)."""
-    code = readme_block("### MCP").replace(
-        "Vault.open()", f"Vault.open({str(db_path)!r}, keyring_backend=MemoryKeyring())")
-    code = code.replace("Scratchpad(vault)", "Scratchpad(vault, metrics=metrics)")
-    namespace = {"__name__": "readme", "MemoryKeyring": MemoryKeyring, "metrics": metrics}
-    exec(compile(code, "README-mcp", "exec"), namespace)
+    code = readme_block("### MCP").replace("Scratchpad(vault)", "Scratchpad(vault, metrics=metrics)")
+    namespace = {"__name__": "readme", "metrics": metrics}
+    with pytest.warns(TrialKeyringWarning):
+        exec(compile(code, "README-mcp", "exec"), namespace)
     namespace["grants"][BOB] = (Principal("bob"), "turn-1")
     return namespace
 
@@ -48,8 +47,8 @@ async def open_session(http: httpx2.AsyncClient, token: str) -> str:
     return session
 
 
-def test_another_tenants_token_cannot_use_a_session_it_did_not_open(db_path):
-    namespace = readme_server(db_path)
+def test_another_tenants_token_cannot_use_a_session_it_did_not_open():
+    namespace = readme_server()
     statuses = []
 
     async def main() -> None:
@@ -67,7 +66,7 @@ def test_another_tenants_token_cannot_use_a_session_it_did_not_open(db_path):
     assert statuses == [200, 404]  # alice's own session; bob is told it does not exist
 
 
-def test_a_tenant_on_anothers_session_never_receives_the_others_answer(db_path):
+def test_a_tenant_on_anothers_session_never_receives_the_others_answer():
     """alice's read is held (by the pad's metrics hook) once read; bob sends a read of his own with the same
     JSON-RPC id on alice's session and is held too; then alice's answer is let go, then bob's."""
     gates = [(threading.Event(), threading.Event()) for _ in range(2)]  # (arrived, let go) for each read
@@ -79,7 +78,7 @@ def test_a_tenant_on_anothers_session_never_receives_the_others_answer(db_path):
             arrived.set()
             let_go.wait(5)
 
-    namespace = readme_server(db_path, metrics)
+    namespace = readme_server(metrics)
     vault, bodies = namespace["vault"], {}
     rows = {token: Scratchpad(vault).observe(Principal(user), "turn-1", 1, "web", f"CANARY-{user} " * 900)["id"]
             for token, user in ((ALICE, "alice"), (BOB, "bob"))}
@@ -113,10 +112,10 @@ def test_a_tenant_on_anothers_session_never_receives_the_others_answer(db_path):
     assert "CANARY-alice" in bodies[ALICE]  # and alice's answer reached alice
 
 
-def test_two_tenants_racing_on_one_server_each_read_only_their_own(db_path):
+def test_two_tenants_racing_on_one_server_each_read_only_their_own():
     """Sound (no change needed): concurrent calls of two tenants, each in its own session through the SDK's client,
     are each served with their own principal (the hook sees each request's own HTTP request)."""
-    namespace = readme_server(db_path)
+    namespace = readme_server()
     vault = namespace["vault"]
     rows = {token: Scratchpad(vault).observe(Principal(user), "turn-1", 1, "web", f"{user.upper()}-" * 3000)["id"]
             for token, user in ((ALICE, "alice"), (BOB, "bob"))}

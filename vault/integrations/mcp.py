@@ -26,7 +26,7 @@ import mcp_types as types
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
@@ -131,10 +131,11 @@ async def serve_stdio(scratchpad: Pad, principal: Principal, turn_id: str) -> No
     await serve_server_stdio(build_server(scratchpad, fixed_principal(principal, turn_id)))
 
 
-async def serve_server_stdio(server: Server) -> None:
-    """Serve ``server`` on stdin/stdout until the client closes stdin."""
+async def serve_server_stdio(server: Server, changes: NotificationOptions | None = None) -> None:
+    """Serve ``server`` on stdin/stdout until the client closes stdin; ``changes``: the list changes it tells a
+    client of an earlier protocol version it notifies (none unless given)."""
     async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+        await server.run(read_stream, write_stream, server.create_initialization_options(changes))
 
 
 async def _pass_raw_arguments(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:

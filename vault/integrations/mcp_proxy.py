@@ -11,9 +11,9 @@ again. Requests are forwarded as they come, concurrently; cancelling one cancels
 for. What the upstream sends on its own reaches the host: a call's progress (against the host's progress token),
 log messages (a call's ``_meta``, the host's opt-in to a log level among it, is forwarded; a log message goes to
 every call in flight, since stdio does not say which call an upstream's message belongs to, and is dropped when
-none is: the protocol lets one ride only a request's stream), and list changes of tools, prompts and resources
-(to the host's ``subscriptions/listen`` streams; those of an upstream of an earlier protocol version, which
-notifies them, are not relayed).
+none is: the protocol lets one ride only a request's stream), list changes of tools, prompts and resources, and
+a resource's updates, the host's subscriptions to resources forwarded upstream (``mcp_relay``: in the form each
+side's protocol version expects). A host refetching the tools after a change gets ``scratchpad_read`` again.
 """
 
 from __future__ import annotations
@@ -22,25 +22,22 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp import Client, MCPError, StdioServerParameters
+from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.server.session import ServerSession
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 
 from vault.engine import FAULT, STORE_FAILED, tool_declaration
 from vault.errors import InvalidArgument, VaultError
 from vault.integrations._offload import Pad, TurnSteps, check_pad, pad_call
 from vault.integrations.mcp import TOOL_NAME, result, serve_server_stdio
+from vault.integrations.mcp_relay import UpstreamNotices
 from vault.model import Principal, check_principal
 
 log = logging.getLogger("scratchvault.mcp")
@@ -57,61 +54,28 @@ class Binding:
     ttl_seconds: float | None = None
 
 
-class UpstreamNotices:
-    """What the upstream sends on its own, on its way to the host: log messages to the calls in flight, list
-    changes to the host's subscriptions (``bus``). The upstream ``Client`` is made with ``log`` as its logging
-    callback; ``relay_changes`` listens to the upstream's changes."""
-
-    def __init__(self) -> None:
-        self.bus = InMemorySubscriptionBus()
-        self._calls: list[ServerSession] = []
-
-    @contextmanager
-    def during(self, call: ServerSession) -> Iterator[None]:
-        """While a forwarded call is in flight, the upstream's log messages go to it."""
-        self._calls.append(call)
-        try:
-            yield
-        finally:
-            self._calls.remove(call)
-
-    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
-        for call in list(self._calls):  # each call's session sends only what its request opted in to
-            await call.send_log_message(params.level, params.data, params.logger)
-
-    async def relay_changes(self, upstream: Client) -> None:
-        """Publish the upstream's list changes to the host's subscriptions, until cancelled or the upstream ends
-        its stream (an upstream of a protocol version before ``subscriptions/listen``: not relayed)."""
-        try:
-            async with upstream.listen(tools_list_changed=True, prompts_list_changed=True,
-                                       resources_list_changed=True) as changes:
-                async for event in changes:
-                    await self.bus.publish(event)
-        except (ListenNotSupportedError, SubscriptionLost, MCPError) as error:
-            log.info("the upstream's list changes are not streamed: %s", type(error).__name__)
-
-
 async def serve_proxy(pad: Pad, command: Sequence[str], binding: Binding) -> None:
     """Start ``command``'s MCP server over stdio (with this process's environment; its stderr goes to ours) and
     serve the proxy in front of it on stdin/stdout until the host closes stdin."""
     upstream = StdioServerParameters(command=command[0], args=list(command[1:]), env=dict(os.environ))
     notices = UpstreamNotices()
-    async with Client(stdio_client(upstream, errlog=sys.stderr), logging_callback=notices.log) as client, \
-            anyio.create_task_group() as relays:
-        relays.start_soon(notices.relay_changes, client)
-        await serve_server_stdio(build_proxy(pad, client, binding, notices=notices))
+    async with Client(stdio_client(upstream, errlog=sys.stderr), logging_callback=notices.log,
+                      message_handler=notices.message) as client, anyio.create_task_group() as relays:
+        await relays.start(notices.run, client)
+        await serve_server_stdio(build_proxy(pad, client, binding, notices), notices.notification_options())
         relays.cancel_scope.cancel()
 
 
-def build_proxy(pad: Pad, upstream: Client, binding: Binding, *, notices: UpstreamNotices | None = None,
+def build_proxy(pad: Pad, upstream: Client, binding: Binding, notices: UpstreamNotices, *,
                 name: str = "scratchvault-proxy") -> Server:
-    """A low-level MCP ``Server`` in front of the connected ``upstream`` client (see the module's text); the
-    upstream's own log messages and list changes reach the host through ``notices``, the client's callbacks."""
+    """A low-level MCP ``Server`` in front of the connected ``upstream`` client (see the module's text); what the
+    upstream sends on its own reaches the host through ``notices``, made with the client's callbacks and running."""
     check_pad(pad)
     check_principal(binding.principal)
     if not isinstance(upstream, Client):
         raise InvalidArgument("upstream must be a connected mcp.Client")
-    notices = UpstreamNotices() if notices is None else notices
+    if not isinstance(notices, UpstreamNotices):
+        raise InvalidArgument("notices must be the UpstreamNotices the upstream client was made with")
     calls = _Calls(pad, upstream, binding, notices)
 
     async def list_tools(context: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -142,10 +106,13 @@ def build_proxy(pad: Pad, upstream: Client, binding: Binding, *, notices: Upstre
         return await upstream.complete(params.ref, {params.argument.name: params.argument.value},
                                        params.context.arguments if params.context else None)
 
-    return Server(name, on_list_tools=list_tools, on_call_tool=calls.call, on_list_resources=list_resources,
-                  on_list_resource_templates=list_templates, on_read_resource=read_resource,
-                  on_list_prompts=list_prompts, on_get_prompt=get_prompt, on_completion=complete,
-                  on_subscriptions_listen=ListenHandler(notices.bus))
+    server = Server(name, on_list_tools=list_tools, on_call_tool=calls.call, on_list_resources=list_resources,
+                    on_list_resource_templates=list_templates, on_read_resource=read_resource,
+                    on_subscribe_resource=notices.subscribe, on_unsubscribe_resource=notices.unsubscribe,
+                    on_list_prompts=list_prompts, on_get_prompt=get_prompt, on_completion=complete,
+                    on_subscriptions_listen=notices.listen)
+    server.middleware.append(notices.note_host)
+    return server
 
 
 class _Calls:
