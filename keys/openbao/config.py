@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from urllib3.exceptions import LocationParseError
+from urllib3.util import parse_url
+
 from keys.errors import KeyUnavailable
 
 SEE_DOCS = "see docs/openbao.md"
@@ -50,6 +53,9 @@ class OpenBaoConfig:
         parts = urlsplit(self.addr)
         if parts.scheme not in ("https", "http") or not parts.hostname:
             raise KeyUnavailable(f"the OpenBao address must be an https:// URL; {SEE_DOCS}")
+        if parts.username is not None or _host_requests_reaches(self.addr) != parts.hostname:
+            raise KeyUnavailable("the OpenBao address must name its host plainly (no user part, no backslash): the "
+                                 f"host checked here must be the host connected to; {SEE_DOCS}")
         if parts.scheme == "http" and not is_loopback(parts.hostname):
             raise KeyUnavailable("plain http to OpenBao is accepted only to a literal loopback address (127.0.0.1, "
                                  "[::1]; not a name such as localhost): the token and every key would cross the "
@@ -109,6 +115,15 @@ class OpenBaoConfig:
             raise TypeError(f"unknown OpenBao settings: {', '.join(sorted(unknown))}")
         settings.update(overrides)
         return cls(**settings)  # type: ignore[arg-type]  # each field checks its own value in __post_init__
+
+
+def _host_requests_reaches(addr: str) -> str | None:
+    """The host requests connects to for ``addr`` (urllib3's reading, which may differ from urlsplit's)."""
+    try:
+        host = parse_url(addr).host
+    except LocationParseError:
+        return None
+    return host.strip("[]").lower() if host else None
 
 
 def is_loopback(host: str) -> bool:

@@ -35,7 +35,7 @@ def report(keyring: OpenBaoKeyring) -> list[Finding]:
 def _tls(keyring: OpenBaoKeyring) -> Finding:
     config = keyring.config
     host = urlsplit(config.addr).hostname or ""
-    if config.addr.startswith("http://"):
+    if urlsplit(config.addr).scheme == "http":
         return ("warn", f"OpenBao at {config.addr}: plain http, accepted only because {host} is a literal loopback "
                         "address (127.0.0.0/8 or ::1; a name such as localhost is refused)")
     return ("ok", f"OpenBao at {config.addr}: TLS verified against {config.cacert or 'the system CAs'}"
