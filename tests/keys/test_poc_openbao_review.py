@@ -1,0 +1,98 @@
+"""Attacks on the OpenBao keyring that still work: each test passes while the flaw is there (docs/openbao.md,
+threat_model.md "OpenBao as the keyring" promise otherwise)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from keys.errors import KeyUnavailable
+from keys.keyring.edge import KeyringEdge
+from keys.keyring.memory import trial_keyring
+from keys.keyring.owner_marks import OwnerMarks
+from keys.openbao.doctor import report
+from tests.support.openbao_fixtures import openbao_keyring_for
+
+VAULT_ID = bytes(range(16))
+
+
+def test_poc_a_forbidden_capability_makes_every_call_log_in_again(openbao_server, tmp_path):
+    """A policy short of one capability (an operator's mistake) turns each refused call into a fresh AppRole
+    login: a new token and lease per call, none revoked, each spending one of the secret id's uses."""
+    admin = openbao_server.admin()
+    admin.sys.create_or_update_policy("poc-no-delete",
+                                      'path "scratchvault/data/*" { capabilities = ["create", "read", "update"] }')
+    admin.auth.approle.create_or_update_approle("poc-no-delete", token_policies=["poc-no-delete"], token_ttl="20m")
+    secret = tmp_path / "secret-id"
+    secret.write_text(admin.auth.approle.generate_secret_id("poc-no-delete")["data"]["secret_id"])
+    role = admin.auth.approle.read_role_id("poc-no-delete")["data"]["role_id"]
+    keyring = openbao_keyring_for(openbao_server, str(secret), role_id=role)
+    keyring.set_password("scratchvault/poc/owner-key", "ab.1", "x")
+
+    def tokens() -> int:
+        accessors = admin.adapter.list("/v1/auth/token/accessors")["data"]["keys"]
+        return sum(admin.auth.token.lookup_accessor(accessor)["data"]["meta"] == {"role_name": "poc-no-delete"}
+                   for accessor in accessors)
+
+    before = tokens()
+    for _ in range(5):
+        with pytest.raises(KeyUnavailable, match="403"):
+            keyring.delete_password("scratchvault/poc/owner-key", "ab.1")
+    assert tokens() - before == 5  # one new live token per refused delete
+
+
+def test_poc_doctor_reports_exact_capabilities_for_a_policy_that_grants_the_mount_config_and_undelete(openbao_server):
+    """Doctor asks for the token's capabilities on two paths only: a policy that also lets the token rewrite the
+    mount's settings (delete_version_after), undelete or destroy versions is reported as exactly the policy."""
+    admin = openbao_server.admin()
+    admin.sys.create_or_update_policy("poc-too-wide", """
+path "scratchvault/data/*" { capabilities = ["create", "read", "update"] }
+path "scratchvault/metadata/*" { capabilities = ["delete", "list"] }
+path "scratchvault/config" { capabilities = ["read", "update"] }
+path "scratchvault/undelete/*" { capabilities = ["update"] }
+path "scratchvault/destroy/*" { capabilities = ["update"] }
+path "sys/policies/acl/*" { capabilities = ["create", "update"] }
+""")
+    token = admin.auth.token.create(policies=["poc-too-wide"], ttl="10m")["auth"]["client_token"]
+    findings = report(openbao_keyring_for(openbao_server, None, role_id=None, token=token, prefix=""))
+    capability_findings = [finding for finding in findings if "capabilities" in finding[1]]
+    assert [status for status, _ in capability_findings] == ["ok", "ok"]
+    assert all("exactly" in text for _, text in capability_findings)
+    # and the same token can indeed rewrite the mount's settings
+    wide = openbao_keyring_for(openbao_server, None, role_id=None, token=token, prefix="")
+    wide.session.call("poc", lambda client: client.secrets.kv.v2.configure(mount_point="scratchvault",
+                                                                            delete_version_after="0s"))
+
+
+def test_poc_a_mark_planted_out_of_the_readers_range_is_never_raised_again(openbao_keyring):
+    """The merge keeps the higher *number* of up to 19 digits; the owner marks' reader counts a value above
+    MAX_VERSION (or of more than 10 digits) as 0. A mark planted so reads 0 for good: the merge never writes over
+    it, and every raise is KeyUnavailable. With a plain keyring the same raise writes over it and heals."""
+    service, owner = "scratchvault/" + VAULT_ID.hex() + "/owner-issued", uuid.uuid4().bytes
+    openbao_keyring.secrets[(service, owner.hex())] = "99999999999"
+    marks = OwnerMarks(KeyringEdge(openbao_keyring), VAULT_ID)
+    assert marks.read("issued", owner) == 0
+    with pytest.raises(KeyUnavailable):
+        marks.raise_to("issued", owner, 40)
+    assert marks.read("issued", owner) == 0
+
+    plain = trial_keyring()
+    plain.set_password(service, owner.hex(), "99999999999")
+    healed = OwnerMarks(KeyringEdge(plain), VAULT_ID)
+    healed.raise_to("issued", owner, 40)
+    assert healed.read("issued", owner) == 40
+
+
+def test_poc_verification_without_bao_cacert_ignores_the_systems_trust_store(openbao_server, openbao_secret_id,
+                                                                           monkeypatch):
+    """Docs: without BAO_CACERT the certificate is verified against "the system's CAs". It is certifi's bundle:
+    OpenSSL's own pointers to the system store (SSL_CERT_FILE) and requests' (REQUESTS_CA_BUNDLE) are ignored, so
+    a server signed by a CA installed in the system store fails to verify."""
+    monkeypatch.setenv("SSL_CERT_FILE", openbao_server.cacert)
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", openbao_server.cacert)
+    keyring = openbao_keyring_for(openbao_server, openbao_secret_id, cacert=None)
+    with pytest.raises(KeyUnavailable, match="did not verify"):
+        keyring.get_password("scratchvault/poc/index", "index")
+    assert Path(openbao_server.cacert).exists()
