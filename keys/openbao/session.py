@@ -90,9 +90,10 @@ class OpenBaoSession:
     def call(self, action: str, operation: Callable[[hvac.Client], T]) -> T:
         """``operation`` on a logged-in client. A 403 under AppRole or a token file (the token revoked or expired
         early) logs in again (a new AppRole login, or the file read again) and tries once more: the refused request
-        changed nothing on the server. Threads refused at once log in once: a thread whose 403 answered a token
-        another thread has since replaced retries with the new one (each AppRole login spends one of the secret
-        id's uses)."""
+        changed nothing on the server; a token the server still accepts (lookup-self) lacks a capability, and a new
+        login would lack it too, so none is made. Threads refused at once log in once: a thread whose 403 answered a
+        token another thread has since replaced retries with the new one (each AppRole login spends one of the
+        secret id's uses)."""
         login = self.ensure_token()
         try:
             return self._translated(action, lambda: operation(self._client))
@@ -101,6 +102,8 @@ class OpenBaoSession:
         if retry:
             with self._lock:
                 if self._logins == login:  # the token refused is still the current one
+                    if self._token_alive():  # a capability the policy lacks: a new login would lack it too
+                        raise self._forbidden(action)
                     self._renew_at = None
             self.ensure_token()
             try:
@@ -158,6 +161,14 @@ class OpenBaoSession:
         del token
         data = self._translated("look up the token", lambda: self._client.auth.token.lookup_self())["data"]
         self._remember(float(data.get("ttl") or 0), bool(data.get("renewable")))
+
+    def _token_alive(self) -> bool:
+        """Whether the server still accepts the current token (lookup-self, which the default policy grants)."""
+        try:
+            self._translated("look up the token", lambda: self._client.auth.token.lookup_self())
+        except (KeyUnavailable, _Forbidden):
+            return False
+        return True
 
     def _renew(self) -> bool:
         """Renew the token; False when the server will not (then the caller logs in again)."""
