@@ -29,13 +29,14 @@ NO_EXPIRY = float("inf")
 
 def _client(addr: str, verify: str | bool, timeout: float) -> hvac.Client:
     """A client that talks to ``addr`` only: it follows no redirect (a 3xx would carry the token header and a
-    written key to wherever it points) and reads no proxy from the environment (a loopback ``http`` address would
-    otherwise travel through one, in clear)."""
+    written key to wherever it points), reads no proxy from the environment (a loopback ``http`` address would
+    otherwise travel through one, in clear), and starts with no token: hvac would take VAULT_TOKEN or ~/.vault-token,
+    perhaps another server's, and send it with the AppRole login."""
     session = requests.Session()
     session.trust_env = False
     session.verify = verify  # hvac takes a given session's own verify over its argument
     session.hooks["response"].append(_refuse_redirects)
-    return hvac.Client(url=addr, verify=verify, timeout=timeout, allow_redirects=False, session=session)
+    return hvac.Client(url=addr, token="", verify=verify, timeout=timeout, allow_redirects=False, session=session)
 
 
 class _Redirected(requests.exceptions.RequestException):
