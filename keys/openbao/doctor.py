@@ -1,7 +1,7 @@
-"""What ``scratchvault doctor`` reports of an OpenBao keyring: the server reachable and unsealed, its version, TLS,
-the token's remaining time and renewability, its capabilities on the vault's paths (exactly the policy's:
-keys/openbao/policy.py; more is a warning), the KV engine, and whether an audit device is enabled. Reads only;
-never the token."""
+"""What ``scratchvault doctor`` reports of an OpenBao keyring: the server reachable and unsealed, its version, TLS, the
+token's remaining time and renewability, its capabilities on the vault's paths (exactly the policy's:
+keys/openbao/policy.py; more is a warning, as is any capability that could undo a guarantee), the KV engine, and
+whether an audit device is enabled. Reads only; never the token."""
 
 from __future__ import annotations
 
@@ -86,7 +86,21 @@ def _capabilities(keyring: OpenBaoKeyring) -> list[Finding]:
         extra = sorted(granted - needed)
         findings.append(("warn", f"token capabilities on {path}: {sorted(granted)}, more than needed ({extra})")
                         if extra else ("ok", f"token capabilities on {path}: exactly {sorted(needed)}"))
-    return findings
+    return [*findings, _outside(keyring, f"{folder}scratchvault/doctor")]
+
+
+def _outside(keyring: OpenBaoKeyring, entry: str) -> Finding:
+    """Capabilities the vault never uses that would let a token undo its guarantees: rewrite the mount's settings
+    (delete_version_after), soft-delete, undelete or destroy versions, or change policies and mounts."""
+    mount = keyring.config.mount
+    paths = [f"{mount}/config", *(f"{mount}/{verb}/{entry}" for verb in ("delete", "undelete", "destroy")),
+             f"sys/mounts/{mount}", f"sys/mounts/{mount}/tune", "sys/policies/acl/scratchvault", "auth/token/create"]
+    found: dict[str, Any] = keyring.session.call("read the token's capabilities", lambda client: client.adapter.post(
+        "/v1/sys/capabilities-self", json={"paths": paths}))
+    extra = [f"{path} {sorted(granted)}" for path in paths
+             if (granted := set(found.get(path) or found.get("data", {}).get(path) or ["deny"])) != {"deny"}]
+    return (("warn", f"token capabilities beyond the vault's paths: {'; '.join(extra)}") if extra
+            else ("ok", "token capabilities beyond the vault's paths: none"))
 
 
 def _engine(keyring: OpenBaoKeyring) -> Finding:

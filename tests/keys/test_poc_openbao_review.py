@@ -12,33 +12,9 @@ from keys.errors import KeyUnavailable
 from keys.keyring.edge import KeyringEdge
 from keys.keyring.memory import trial_keyring
 from keys.keyring.owner_marks import OwnerMarks
-from keys.openbao.doctor import report
 from tests.support.openbao_fixtures import openbao_keyring_for
 
 VAULT_ID = bytes(range(16))
-
-
-def test_poc_doctor_reports_exact_capabilities_for_a_policy_that_grants_the_mount_config_and_undelete(openbao_server):
-    """Doctor asks for the token's capabilities on two paths only: a policy that also lets the token rewrite the
-    mount's settings (delete_version_after), undelete or destroy versions is reported as exactly the policy."""
-    admin = openbao_server.admin()
-    admin.sys.create_or_update_policy("poc-too-wide", """
-path "scratchvault/data/*" { capabilities = ["create", "read", "update"] }
-path "scratchvault/metadata/*" { capabilities = ["delete", "list"] }
-path "scratchvault/config" { capabilities = ["read", "update"] }
-path "scratchvault/undelete/*" { capabilities = ["update"] }
-path "scratchvault/destroy/*" { capabilities = ["update"] }
-path "sys/policies/acl/*" { capabilities = ["create", "update"] }
-""")
-    token = admin.auth.token.create(policies=["poc-too-wide"], ttl="10m")["auth"]["client_token"]
-    findings = report(openbao_keyring_for(openbao_server, None, role_id=None, token=token, prefix=""))
-    capability_findings = [finding for finding in findings if "capabilities" in finding[1]]
-    assert [status for status, _ in capability_findings] == ["ok", "ok"]
-    assert all("exactly" in text for _, text in capability_findings)
-    # and the same token can indeed rewrite the mount's settings
-    wide = openbao_keyring_for(openbao_server, None, role_id=None, token=token, prefix="")
-    wide.session.call("poc", lambda client: client.secrets.kv.v2.configure(mount_point="scratchvault",
-                                                                            delete_version_after="0s"))
 
 
 def test_poc_a_mark_planted_out_of_the_readers_range_is_never_raised_again(openbao_keyring):
