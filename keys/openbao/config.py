@@ -9,7 +9,8 @@ holding a token, read at each login), ``SCRATCHVAULT_OPENBAO_ROLE_ID`` and ``SCR
 HTTP request may take, default 5). AppRole wins over a token file, which wins over a token.
 
 Plain ``http://`` is accepted only for a literal loopback address (127.0.0.0/8, ::1; never a name); anything else
-must be ``https://``, verified against ``cacert`` (or the system's CAs). Turning verification off is not offered.
+must be ``https://``, verified against ``cacert`` (else certifi's bundle of public CAs, not the system's store).
+Turning verification off is not offered.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ class OpenBaoConfig:
 
     @property
     def verify(self) -> str | bool:
-        """What requests verifies the server's certificate with: the CA file, else the system's CAs."""
+        """What requests verifies the server's certificate with: the CA file, else certifi's public CAs."""
         return self.cacert if self.cacert else True
 
     @property

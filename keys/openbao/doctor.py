@@ -38,7 +38,7 @@ def _tls(keyring: OpenBaoKeyring) -> Finding:
     if urlsplit(config.addr).scheme == "http":
         return ("warn", f"OpenBao at {config.addr}: plain http, accepted only because {host} is a literal loopback "
                         "address (127.0.0.0/8 or ::1; a name such as localhost is refused)")
-    return ("ok", f"OpenBao at {config.addr}: TLS verified against {config.cacert or 'the system CAs'}"
+    return ("ok", f"OpenBao at {config.addr}: TLS verified against {config.cacert or 'certifi CAs'}"
             + ("" if not is_loopback(host) else " (loopback)"))
 
 

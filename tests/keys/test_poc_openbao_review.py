@@ -4,7 +4,6 @@ threat_model.md "OpenBao as the keyring" promise otherwise)."""
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -12,6 +11,7 @@ from keys.errors import KeyUnavailable
 from keys.keyring.edge import KeyringEdge
 from keys.keyring.memory import trial_keyring
 from keys.keyring.owner_marks import OwnerMarks
+from keys.openbao.doctor import report
 from tests.support.openbao_fixtures import openbao_keyring_for
 
 VAULT_ID = bytes(range(16))
@@ -36,14 +36,14 @@ def test_poc_a_mark_planted_out_of_the_readers_range_is_never_raised_again(openb
     assert healed.read("issued", owner) == 40
 
 
-def test_poc_verification_without_bao_cacert_ignores_the_systems_trust_store(openbao_server, openbao_secret_id,
+def test_poc_verification_without_bao_cacert_is_certifis_as_doctor_says(openbao_server, openbao_secret_id,
                                                                            monkeypatch):
-    """Docs: without BAO_CACERT the certificate is verified against "the system's CAs". It is certifi's bundle:
-    OpenSSL's own pointers to the system store (SSL_CERT_FILE) and requests' (REQUESTS_CA_BUNDLE) are ignored, so
-    a server signed by a CA installed in the system store fails to verify."""
+    """Without BAO_CACERT the certificate is verified against certifi's bundle, as doctor says: OpenSSL's own
+    pointer to the system store (SSL_CERT_FILE) and requests' (REQUESTS_CA_BUNDLE) are ignored, so a server signed
+    by a CA installed in the system store fails to verify."""
     monkeypatch.setenv("SSL_CERT_FILE", openbao_server.cacert)
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", openbao_server.cacert)
     keyring = openbao_keyring_for(openbao_server, openbao_secret_id, cacert=None)
     with pytest.raises(KeyUnavailable, match="did not verify"):
         keyring.get_password("scratchvault/poc/index", "index")
-    assert Path(openbao_server.cacert).exists()
+    assert "certifi" in report(keyring)[0][1]
