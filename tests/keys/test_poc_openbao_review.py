@@ -11,6 +11,7 @@ from keys.errors import KeyUnavailable
 from keys.keyring.edge import KeyringEdge
 from keys.keyring.memory import trial_keyring
 from keys.keyring.owner_marks import OwnerMarks
+from keys.ledger import DeletionLedgers
 from keys.openbao.doctor import report
 from tests.support.openbao_fixtures import openbao_keyring_for
 
@@ -47,3 +48,19 @@ def test_poc_verification_without_bao_cacert_is_certifis_as_doctor_says(openbao_
     with pytest.raises(KeyUnavailable, match="did not verify"):
         keyring.get_password("scratchvault/poc/index", "index")
     assert "certifi" in report(keyring)[0][1]
+
+
+def test_poc_a_compromised_host_with_the_policy_moves_a_deletion_counter_back(openbao_server, openbao_keyring):
+    """threat_model.md says marks and counters "never move back across machines" and that a compromised machine
+    "gets the keys it reads": its token, with the same policy, also writes any mark or counter back (data
+    ``update``, with or without check-and-set), so the keyring's count of deletes no longer catches a database put
+    back to before them (adversary 2 with a compromised host)."""
+    service, owner = "scratchvault/" + VAULT_ID.hex() + "/deletions", uuid.uuid4().bytes
+    ledgers = DeletionLedgers(KeyringEdge(openbao_keyring), VAULT_ID)
+    ledgers.record(owner, 7)
+    other_host = openbao_keyring_for(openbao_server, openbao_keyring.config.secret_id_file,
+                                     prefix=openbao_keyring.config.prefix)
+    path = other_host.path(service, owner.hex())
+    other_host.session.call("poc", lambda client: client.secrets.kv.v2.create_or_update_secret(
+        path=path, secret={"password": "0"}, mount_point="scratchvault"))
+    assert ledgers.counter(owner) == 0
