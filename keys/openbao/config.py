@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from urllib3.exceptions import LocationParseError
-from urllib3.util import parse_url
+from urllib3.util import Url, parse_url
 
 from keys.errors import KeyUnavailable
 
@@ -51,13 +51,12 @@ class OpenBaoConfig:
     def __post_init__(self) -> None:
         if not self.addr:
             raise KeyUnavailable(f"no OpenBao address: set BAO_ADDR (or pass addr=); {SEE_DOCS}")
-        parts = urlsplit(self.addr)
-        if parts.scheme not in ("https", "http") or not parts.hostname:
+        parts = _as_requests_reads(self.addr)  # the scheme and host that requests connects to, nothing else
+        if parts is None or parts.scheme not in ("https", "http") or not parts.host:
             raise KeyUnavailable(f"the OpenBao address must be an https:// URL; {SEE_DOCS}")
-        if parts.username is not None or _host_requests_reaches(self.addr) != parts.hostname:
-            raise KeyUnavailable("the OpenBao address must name its host plainly (no user part, no backslash): the "
-                                 f"host checked here must be the host connected to; {SEE_DOCS}")
-        if parts.scheme == "http" and not is_loopback(parts.hostname):
+        if parts.auth is not None or urlsplit(self.addr).username is not None:
+            raise KeyUnavailable(f"the OpenBao address must not hold a user name or password; {SEE_DOCS}")
+        if parts.scheme == "http" and not is_loopback(parts.host.strip("[]")):
             raise KeyUnavailable("plain http to OpenBao is accepted only to a literal loopback address (127.0.0.1, "
                                  "[::1]; not a name such as localhost): the token and every key would cross the "
                                  f"network in clear; use https with BAO_CACERT; {SEE_DOCS}")
@@ -118,13 +117,13 @@ class OpenBaoConfig:
         return cls(**settings)  # type: ignore[arg-type]  # each field checks its own value in __post_init__
 
 
-def _host_requests_reaches(addr: str) -> str | None:
-    """The host requests connects to for ``addr`` (urllib3's reading, which may differ from urlsplit's)."""
+def _as_requests_reads(addr: str) -> Url | None:
+    """``addr`` as urllib3 parses it, which is what requests connects to (urllib.parse may read another host out of
+    the same text, e.g. one with a backslash); None when it does not parse."""
     try:
-        host = parse_url(addr).host
+        return parse_url(addr)
     except LocationParseError:
         return None
-    return host.strip("[]").lower() if host else None
 
 
 def is_loopback(host: str) -> bool:

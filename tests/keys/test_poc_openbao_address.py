@@ -61,3 +61,9 @@ def test_doctor_calls_an_upper_case_http_scheme_plain_http():
     keyring = OpenBaoKeyring(addr="HTTP://127.0.0.1:9", token="s.not-a-real-token")
     status, text = _tls(keyring)
     assert status == "warn" and "plain http" in text
+
+
+@pytest.mark.parametrize("addr", ["https://bücher.example:8200", "https://[fe80::1%25eth0]:8200", "http://[::1]:8200",
+                                  "HTTP://127.0.0.1:8200", "https://bao.internal:8200/sub"])
+def test_plain_addresses_stay_accepted(addr):
+    OpenBaoConfig(addr=addr, token="s.not-a-real-token")
