@@ -141,8 +141,9 @@ class OpenBaoSession:
                 return self._logins
             except _Forbidden:
                 self._renew_at = None
-        raise KeyUnavailable("OpenBao refused the token (403): it was revoked or has expired; set a new one "
-                             f"(BAO_TOKEN or the token file), or use AppRole; {SEE_DOCS}")
+        raise KeyUnavailable("OpenBao refused the token (403): it was revoked or has expired, or lacks the default "
+                             "policy (auth/token/lookup-self); set a new one (BAO_TOKEN or the token file), or use "
+                             f"AppRole; {SEE_DOCS}")
 
     def _login(self) -> None:
         config = self._config
