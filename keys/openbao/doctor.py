@@ -5,6 +5,7 @@ whether an audit device is enabled. Reads only; never the token."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,6 +27,7 @@ def report(keyring: OpenBaoKeyring) -> list[Finding]:
         findings.append(_health(keyring))
         if findings[-1][0] == "FAIL":
             return findings
+        findings += _login_files(keyring)
         findings += [_token(keyring), *_capabilities(keyring), _engine(keyring), _audit(keyring)]
     except KeyUnavailable as error:
         findings.append(("FAIL", f"OpenBao: {error}"))
@@ -53,6 +55,16 @@ def _health(keyring: OpenBaoKeyring) -> Finding:
     if health.get("standby"):
         return ("warn", f"OpenBao {version}: reachable, unsealed, a standby node (requests are forwarded)")
     return ("ok", f"OpenBao {version}: reachable, unsealed, active")
+
+
+def _login_files(keyring: OpenBaoKeyring) -> list[Finding]:
+    """A secret-id or token file that others on the machine can read lets them log in as this machine."""
+    config, findings = keyring.config, []
+    for what, path in (("secret id", config.secret_id_file), ("token", config.token_file)):
+        if path is not None and os.path.exists(path) and os.stat(path).st_mode & 0o077:
+            findings.append(("warn", f"the {what} file {path} is readable or writable by others on this machine "
+                                     f"(mode {os.stat(path).st_mode & 0o777:o}): chmod 0600 it"))
+    return findings
 
 
 def _token(keyring: OpenBaoKeyring) -> Finding:

@@ -4,7 +4,6 @@ threat_model.md "OpenBao as the keyring" promise otherwise)."""
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -65,14 +64,3 @@ def test_poc_a_compromised_host_with_the_policy_moves_a_deletion_counter_back(op
     other_host.session.call("poc", lambda client: client.secrets.kv.v2.create_or_update_secret(
         path=path, secret={"password": "0"}, mount_point="scratchvault"))
     assert ledgers.counter(owner) == 0
-
-
-def test_poc_doctor_is_silent_about_a_secret_id_file_anyone_on_the_machine_can_read(openbao_server, tmp_path):
-    """docs/openbao.md asks for the secret id in a file readable by the service's user only; neither the backend
-    nor doctor looks: a world-readable secret id (any local user logs in as this machine) raises no warning."""
-    secret = tmp_path / "secret-id"
-    secret.write_text(Path(openbao_server.secret_id_file("poc-world-readable")).read_text())
-    secret.chmod(0o644)
-    findings = report(openbao_keyring_for(openbao_server, str(secret)))
-    assert not [text for status, text in findings if status != "ok" and "secret" in text]
-    assert "FAIL" not in {status for status, _ in findings}
