@@ -9,7 +9,8 @@ holding a token, read at each login), ``SCRATCHVAULT_OPENBAO_ROLE_ID`` and ``SCR
 HTTP request may take, default 5). AppRole wins over a token file, which wins over a token.
 
 Plain ``http://`` is accepted only for a literal loopback address (127.0.0.0/8, ::1; never a name); anything else
-must be ``https://``, verified against ``cacert`` (or the system's CAs). Turning verification off is not offered.
+must be ``https://``, verified against ``cacert`` (else certifi's bundle of public CAs, not the system's store).
+Turning verification off is not offered.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from urllib3.exceptions import LocationParseError
+from urllib3.util import Url, parse_url
 
 from keys.errors import KeyUnavailable
 
@@ -47,10 +51,12 @@ class OpenBaoConfig:
     def __post_init__(self) -> None:
         if not self.addr:
             raise KeyUnavailable(f"no OpenBao address: set BAO_ADDR (or pass addr=); {SEE_DOCS}")
-        parts = urlsplit(self.addr)
-        if parts.scheme not in ("https", "http") or not parts.hostname:
+        parts = _as_requests_reads(self.addr)  # the scheme and host that requests connects to, nothing else
+        if parts is None or parts.scheme not in ("https", "http") or not parts.host:
             raise KeyUnavailable(f"the OpenBao address must be an https:// URL; {SEE_DOCS}")
-        if parts.scheme == "http" and not is_loopback(parts.hostname):
+        if parts.auth is not None or urlsplit(self.addr).username is not None:
+            raise KeyUnavailable(f"the OpenBao address must not hold a user name or password; {SEE_DOCS}")
+        if parts.scheme == "http" and not is_loopback(parts.host.strip("[]")):
             raise KeyUnavailable("plain http to OpenBao is accepted only to a literal loopback address (127.0.0.1, "
                                  "[::1]; not a name such as localhost): the token and every key would cross the "
                                  f"network in clear; use https with BAO_CACERT; {SEE_DOCS}")
@@ -69,7 +75,7 @@ class OpenBaoConfig:
 
     @property
     def verify(self) -> str | bool:
-        """What requests verifies the server's certificate with: the CA file, else the system's CAs."""
+        """What requests verifies the server's certificate with: the CA file, else certifi's public CAs."""
         return self.cacert if self.cacert else True
 
     @property
@@ -109,6 +115,15 @@ class OpenBaoConfig:
             raise TypeError(f"unknown OpenBao settings: {', '.join(sorted(unknown))}")
         settings.update(overrides)
         return cls(**settings)  # type: ignore[arg-type]  # each field checks its own value in __post_init__
+
+
+def _as_requests_reads(addr: str) -> Url | None:
+    """``addr`` as urllib3 parses it, which is what requests connects to (urllib.parse may read another host out of
+    the same text, e.g. one with a backslash); None when it does not parse."""
+    try:
+        return parse_url(addr)
+    except LocationParseError:
+        return None
 
 
 def is_loopback(host: str) -> bool:

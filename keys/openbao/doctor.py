@@ -1,10 +1,11 @@
-"""What ``scratchvault doctor`` reports of an OpenBao keyring: the server reachable and unsealed, its version, TLS,
-the token's remaining time and renewability, its capabilities on the vault's paths (exactly the policy's:
-keys/openbao/policy.py; more is a warning), the KV engine, and whether an audit device is enabled. Reads only;
-never the token."""
+"""What ``scratchvault doctor`` reports of an OpenBao keyring: the server reachable and unsealed, its version, TLS, the
+token's remaining time and renewability, its capabilities on the vault's paths (exactly the policy's:
+keys/openbao/policy.py; more is a warning, as is any capability that could undo a guarantee), the KV engine, and
+whether an audit device is enabled. Reads only; never the token."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,6 +27,7 @@ def report(keyring: OpenBaoKeyring) -> list[Finding]:
         findings.append(_health(keyring))
         if findings[-1][0] == "FAIL":
             return findings
+        findings += _login_files(keyring)
         findings += [_token(keyring), *_capabilities(keyring), _engine(keyring), _audit(keyring)]
     except KeyUnavailable as error:
         findings.append(("FAIL", f"OpenBao: {error}"))
@@ -35,10 +37,10 @@ def report(keyring: OpenBaoKeyring) -> list[Finding]:
 def _tls(keyring: OpenBaoKeyring) -> Finding:
     config = keyring.config
     host = urlsplit(config.addr).hostname or ""
-    if config.addr.startswith("http://"):
+    if urlsplit(config.addr).scheme == "http":
         return ("warn", f"OpenBao at {config.addr}: plain http, accepted only because {host} is a literal loopback "
                         "address (127.0.0.0/8 or ::1; a name such as localhost is refused)")
-    return ("ok", f"OpenBao at {config.addr}: TLS verified against {config.cacert or 'the system CAs'}"
+    return ("ok", f"OpenBao at {config.addr}: TLS verified against {config.cacert or 'certifi CAs'}"
             + ("" if not is_loopback(host) else " (loopback)"))
 
 
@@ -53,6 +55,16 @@ def _health(keyring: OpenBaoKeyring) -> Finding:
     if health.get("standby"):
         return ("warn", f"OpenBao {version}: reachable, unsealed, a standby node (requests are forwarded)")
     return ("ok", f"OpenBao {version}: reachable, unsealed, active")
+
+
+def _login_files(keyring: OpenBaoKeyring) -> list[Finding]:
+    """A secret-id or token file that others on the machine can read lets them log in as this machine."""
+    config, findings = keyring.config, []
+    for what, path in (("secret id", config.secret_id_file), ("token", config.token_file)):
+        if path is not None and os.path.exists(path) and os.stat(path).st_mode & 0o077:
+            findings.append(("warn", f"the {what} file {path} is readable or writable by others on this machine "
+                                     f"(mode {os.stat(path).st_mode & 0o777:o}): chmod 0600 it"))
+    return findings
 
 
 def _token(keyring: OpenBaoKeyring) -> Finding:
@@ -86,7 +98,21 @@ def _capabilities(keyring: OpenBaoKeyring) -> list[Finding]:
         extra = sorted(granted - needed)
         findings.append(("warn", f"token capabilities on {path}: {sorted(granted)}, more than needed ({extra})")
                         if extra else ("ok", f"token capabilities on {path}: exactly {sorted(needed)}"))
-    return findings
+    return [*findings, _outside(keyring, f"{folder}scratchvault/doctor")]
+
+
+def _outside(keyring: OpenBaoKeyring, entry: str) -> Finding:
+    """Capabilities the vault never uses that would let a token undo its guarantees: rewrite the mount's settings
+    (delete_version_after), soft-delete, undelete or destroy versions, or change policies and mounts."""
+    mount = keyring.config.mount
+    paths = [f"{mount}/config", *(f"{mount}/{verb}/{entry}" for verb in ("delete", "undelete", "destroy")),
+             f"sys/mounts/{mount}", f"sys/mounts/{mount}/tune", "sys/policies/acl/scratchvault", "auth/token/create"]
+    found: dict[str, Any] = keyring.session.call("read the token's capabilities", lambda client: client.adapter.post(
+        "/v1/sys/capabilities-self", json={"paths": paths}))
+    extra = [f"{path} {sorted(granted)}" for path in paths
+             if (granted := set(found.get(path) or found.get("data", {}).get(path) or ["deny"])) != {"deny"}]
+    return (("warn", f"token capabilities beyond the vault's paths: {'; '.join(extra)}") if extra
+            else ("ok", "token capabilities beyond the vault's paths: none"))
 
 
 def _engine(keyring: OpenBaoKeyring) -> Finding:

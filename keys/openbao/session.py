@@ -29,13 +29,14 @@ NO_EXPIRY = float("inf")
 
 def _client(addr: str, verify: str | bool, timeout: float) -> hvac.Client:
     """A client that talks to ``addr`` only: it follows no redirect (a 3xx would carry the token header and a
-    written key to wherever it points) and reads no proxy from the environment (a loopback ``http`` address would
-    otherwise travel through one, in clear)."""
+    written key to wherever it points), reads no proxy from the environment (a loopback ``http`` address would
+    otherwise travel through one, in clear), and starts with no token: hvac would take VAULT_TOKEN or ~/.vault-token,
+    perhaps another server's, and send it with the AppRole login."""
     session = requests.Session()
     session.trust_env = False
     session.verify = verify  # hvac takes a given session's own verify over its argument
     session.hooks["response"].append(_refuse_redirects)
-    return hvac.Client(url=addr, verify=verify, timeout=timeout, allow_redirects=False, session=session)
+    return hvac.Client(url=addr, token="", verify=verify, timeout=timeout, allow_redirects=False, session=session)
 
 
 class _Redirected(requests.exceptions.RequestException):
@@ -90,9 +91,10 @@ class OpenBaoSession:
     def call(self, action: str, operation: Callable[[hvac.Client], T]) -> T:
         """``operation`` on a logged-in client. A 403 under AppRole or a token file (the token revoked or expired
         early) logs in again (a new AppRole login, or the file read again) and tries once more: the refused request
-        changed nothing on the server. Threads refused at once log in once: a thread whose 403 answered a token
-        another thread has since replaced retries with the new one (each AppRole login spends one of the secret
-        id's uses)."""
+        changed nothing on the server; a token the server still accepts (lookup-self) lacks a capability, and a new
+        login would lack it too, so none is made. Threads refused at once log in once: a thread whose 403 answered a
+        token another thread has since replaced retries with the new one (each AppRole login spends one of the
+        secret id's uses)."""
         login = self.ensure_token()
         try:
             return self._translated(action, lambda: operation(self._client))
@@ -101,6 +103,8 @@ class OpenBaoSession:
         if retry:
             with self._lock:
                 if self._logins == login:  # the token refused is still the current one
+                    if self._token_alive():  # a capability the policy lacks: a new login would lack it too
+                        raise self._forbidden(action)
                     self._renew_at = None
             self.ensure_token()
             try:
@@ -137,8 +141,9 @@ class OpenBaoSession:
                 return self._logins
             except _Forbidden:
                 self._renew_at = None
-        raise KeyUnavailable("OpenBao refused the token (403): it was revoked or has expired; set a new one "
-                             f"(BAO_TOKEN or the token file), or use AppRole; {SEE_DOCS}")
+        raise KeyUnavailable("OpenBao refused the token (403): it was revoked or has expired, or lacks the default "
+                             "policy (auth/token/lookup-self); set a new one (BAO_TOKEN or the token file), or use "
+                             f"AppRole; {SEE_DOCS}")
 
     def _login(self) -> None:
         config = self._config
@@ -158,6 +163,14 @@ class OpenBaoSession:
         del token
         data = self._translated("look up the token", lambda: self._client.auth.token.lookup_self())["data"]
         self._remember(float(data.get("ttl") or 0), bool(data.get("renewable")))
+
+    def _token_alive(self) -> bool:
+        """Whether the server still accepts the current token (lookup-self, which the default policy grants)."""
+        try:
+            self._translated("look up the token", lambda: self._client.auth.token.lookup_self())
+        except (KeyUnavailable, _Forbidden):
+            return False
+        return True
 
     def _renew(self) -> bool:
         """Renew the token; False when the server will not (then the caller logs in again)."""
