@@ -121,8 +121,12 @@ class DeletionLedgers:
 
 
 def _count(stored: Secret) -> int | None:
+    """A count of deletes as the keyring holds it, or None for anything else."""
+    return deletion_count_value(stored.reveal())
+
+
+def deletion_count_value(text: str) -> int | None:
     """A count of deletes as the keyring holds it (plain decimal, no leading zero), or None for anything else."""
-    text = stored.reveal()
     if not (text.isascii() and text.isdigit() and len(text) <= 19 and (text == "0" or text[0] != "0")
             and int(text) <= MAX_COUNTER):
         return None

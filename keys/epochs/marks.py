@@ -28,7 +28,11 @@ def marker_name(length: int, kind: str = MARKER) -> str:
 
 def _parse(stored: Secret) -> int | None:
     """The marker's epoch number (plain decimal), or None for anything else (treated as no marker)."""
-    text = stored.reveal()
+    return epoch_mark_value(stored.reveal())
+
+
+def epoch_mark_value(text: str) -> int | None:
+    """An epoch marker's number as the keyring holds it (decimal below 2**63), or None for anything else."""
     if not (0 < len(text) <= _MAX_DIGITS and text.isascii() and text.isdigit()):
         return None
     value = int(text)

@@ -73,9 +73,14 @@ class OwnerMarks:
         return "<OwnerMarks>"
 
 
-def _parse(stored: Secret | None) -> int:
-    text = "" if stored is None else stored.reveal()
+def owner_mark_value(text: str) -> int | None:
+    """An owner mark as the keyring holds it (decimal, at most MAX_VERSION), or None for anything else."""
     if not (0 < len(text) <= _MAX_DIGITS and text.isascii() and text.isdigit()):
-        return 0
+        return None
     value = int(text)
-    return value if value <= MAX_VERSION else 0
+    return value if value <= MAX_VERSION else None
+
+
+def _parse(stored: Secret | None) -> int:
+    """The mark an entry holds; a missing or unreadable one counts as 0 (nothing issued, retired or swept)."""
+    return (owner_mark_value(stored.reveal()) if stored is not None else None) or 0

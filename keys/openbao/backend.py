@@ -32,7 +32,7 @@ from keyring.errors import PasswordDeleteError
 from keys.errors import KeyUnavailable
 from keys.openbao.config import SEE_DOCS, OpenBaoConfig
 from keys.openbao.entries import DELETED_REMEDY, FIELD, Stored, delete_entry, read_entry, write_entry
-from keys.openbao.layout import entry_path, merged, rewrite
+from keys.openbao.layout import entry_path, mark_reader, merged, rewrite
 from keys.openbao.session import CasRefused, OpenBaoSession
 
 CAS_ATTEMPTS = 5  # writes re-applied after another machine's before this one gives up (KeyUnavailable)
@@ -127,7 +127,7 @@ class OpenBaoKeyring(KeyringBackend):
                 stored = self._read(service, username)
                 if stored.deleted:
                     raise KeyUnavailable(DELETED_REMEDY)
-                text, cas = merged(rule, stored.text, password), stored.version
+                text, cas = merged(rule, stored.text, password, mark_reader(service)), stored.version
                 if not stored.absent and text == stored.text:
                     return
             if self._written(path, mount, text, cas):

@@ -16,10 +16,13 @@ a mark back or drops a length.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Literal
 
 from keys.epochs.lengths import MADE
-from keys.epochs.marks import MARKER, PROBED
+from keys.epochs.marks import MARKER, PROBED, epoch_mark_value
+from keys.keyring.owner_marks import owner_mark_value
+from keys.ledger import deletion_count_value
 
 Rewrite = Literal["once", "raise", "union", "replace"]
 _RAISED_KINDS = ("owner-issued", "owner-retired", "owner-swept", "deletions")
@@ -72,16 +75,24 @@ def rewrite(service: str, username: str) -> Rewrite:
     return "union" if kind == "epoch-lengths" else "replace"
 
 
-def merged(rule: Rewrite, stored: str | None, given: str) -> str:
-    """What a write of ``given`` leaves in an entry that holds ``stored`` (None: absent): the higher of two marks,
-    the union of two lists of lengths, else ``given``. Stored text that is not a number (or a list of numbers)
-    counts as nothing, as the key layer reads it."""
+def mark_reader(service: str) -> Callable[[str], int | None]:
+    """How the key layer reads a raised entry of this service: the one parser per kind, so that the merge counts
+    exactly what the reader counts (a value the reader refuses never outranks a write)."""
+    kind = service.rsplit("/", 1)[-1]
+    if kind == "deletions":
+        return deletion_count_value
+    return owner_mark_value if kind.startswith("owner-") else epoch_mark_value
+
+
+def merged(rule: Rewrite, stored: str | None, given: str, read_mark: Callable[[str], int | None]) -> str:
+    """What a write of ``given`` leaves in an entry that holds ``stored`` (None: absent): the higher of two marks
+    as ``read_mark`` reads them, the union of two lists of lengths, else ``given``. Stored text the key layer would
+    not read as a mark (or a list of numbers) counts as nothing: a planted out-of-range value is written over."""
     if stored is None or rule in ("once", "replace"):
         return given
     if rule == "raise":
-        if not _NUMBER.fullmatch(given):
-            return given
-        return stored if _NUMBER.fullmatch(stored) and int(stored) >= int(given) else given
+        kept, wanted = read_mark(stored), read_mark(given)
+        return stored if kept is not None and wanted is not None and kept >= wanted else given
     lengths = {int(part) for part in f"{stored},{given}".split(",") if _NUMBER.fullmatch(part)}
     return ",".join(str(length) for length in sorted(lengths))
 

@@ -9,7 +9,7 @@ from keys.errors import KeyUnavailable
 from tests.support.openbao_fixtures import openbao_keyring_for
 
 
-def test_poc_a_token_without_the_default_policy_is_told_so(openbao_server):
+def test_a_token_without_the_default_policy_is_told_so(openbao_server):
     token = openbao_server.admin().auth.token.create(policies=["scratchvault"], no_default_policy=True,
                                                      ttl="10m")["auth"]["client_token"]
     keyring = openbao_keyring_for(openbao_server, None, role_id=None, token=token)
