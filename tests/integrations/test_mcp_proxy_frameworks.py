@@ -1,7 +1,7 @@
 """``scratchvault mcp --wrap`` from a framework's own MCP client: the OpenAI Agents SDK's ``MCPServerStdio`` and
 pydantic-ai's ``MCPToolset`` (on fastmcp's stdio transport) launch the proxy in front of the tests' upstream
 (tests/integrations/mcp_upstream.py); a scripted model fetches the 2 MB page, sees its summary and id, and finds a
-line in it through ``scratchpad_read``. (LangChain's MCP client, langchain-mcp-adapters, needs an MCP SDK before 2.)"""
+line in it through ``scratchpad_read``. LangChain's MCP client needs the MCP SDK 1.x: test_mcp_proxy_langchain.py."""
 
 from __future__ import annotations
 
