@@ -142,8 +142,8 @@ class Deletions:
             except IntegrityError:
                 altered += 1
                 continue
-            rows = [reads.find_row(row_id, index.row_seq(row_id)) for row_id in ledger.entries]
-            found += [row for row in rows if row is not None and tags_equal(row.owner_tag, owner_tag)]
+            rows = reads.find_rows([(row_id, index.row_seq(row_id)) for row_id in ledger.entries])  # one lookup
+            found += [row for row in rows if tags_equal(row.owner_tag, owner_tag)]
         return found, altered
 
     def _remember(self, owner_tag: bytes, ledger: Ledger, tag: bytes) -> Ledger:

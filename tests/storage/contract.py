@@ -1,8 +1,8 @@
 """The store contract (vault/storage/base.py) as tests: any store runs them by subclassing StoreContract and
 supplying three fixtures: ``make_store``, a factory ``make_store(name="store")`` that opens the store called ``name``
 in a private place of the test's own (a new name is a new, empty store; the same name opens it again), and
-``small_batches``, which makes the batched deletes work in batches of a few rows and returns that size, and
-``plant``, the database's writer (contract_attacks.py).
+``small_batches``, which makes the batched deletes (and row lookups) work in batches of a few rows and returns
+that size, and ``plant``, the database's writer (contract_attacks.py).
 
 Everything goes through the protocols: no driver, no SQL, no table names. Row ids are any 16 bytes the test makes
 up; ``Ids.row_seqs`` says which seq each names, as the index key does for the vault.

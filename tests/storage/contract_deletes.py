@@ -1,7 +1,9 @@
-"""The store contract's part on deleting: rows, expired rows and an owner's rows in batches, and the owners'
-ledgers of deleted rows, mixed into ``StoreContract`` (tests/storage/contract.py)."""
+"""The store contract's part on deleting: rows, expired rows and an owner's rows in batches, the owners' ledgers
+of deleted rows and the lookup of the rows they name, mixed into ``StoreContract`` (tests/storage/contract.py)."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -70,3 +72,15 @@ class DeletesContract:
             raise RuntimeError("the delete failed half-way")
         with store.snapshot() as snap:
             assert snap.ledger(OWNER) == SealedLedger(1, b"", b"kept") and snap.find_row(row.row_id, row.seq) == row
+
+    def test_find_rows_finds_in_one_call_what_find_row_finds_of_each(self, store, ids, small_batches):
+        """gc's lookup of the rows a ledger names: each (id, seq) found only where find_row finds it, in the order
+        asked, across batches (``small_batches`` shrinks a store's batches of bound ids too)."""
+        rows = [put(store, ids, owner=(OWNER, OTHER_OWNER)[n % 2]) for n in range(3)]
+        asked = [(rows[2].row_id, rows[2].seq), (os.urandom(16), rows[0].seq),  # another id naming a row's seq
+                 (rows[1].row_id, rows[2].seq), (rows[1].row_id, rows[2].seq + 9), (rows[0].row_id, rows[0].seq)]
+        asked += [(rows[1].row_id, seq) for seq in (0, -1, 2**64, str(rows[1].seq))]  # no seq a row can have
+        with store.snapshot() as snap:
+            assert snap.find_rows(asked) == [rows[2], rows[0]]
+            assert snap.find_rows(asked) == [row for row in (snap.find_row(*each) for each in asked) if row]
+            assert snap.find_rows([]) == []

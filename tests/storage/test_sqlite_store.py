@@ -9,6 +9,7 @@ import pytest
 
 from tests.storage.contract import StoreContract
 from vault.storage import open_store
+from vault.storage.sqlite import rows as sqlite_rows
 from vault.storage.sqlite import store as sqlite_store
 
 
@@ -30,6 +31,7 @@ class TestSqliteStore(StoreContract):
     @pytest.fixture
     def small_batches(self, monkeypatch) -> int:
         monkeypatch.setattr(sqlite_store, "GC_BATCH", 2)
+        monkeypatch.setattr(sqlite_rows, "LOOKUP_BATCH", 2)
         return 2
 
     def test_the_file_systems_free_space_is_reported(self, store):

@@ -231,6 +231,18 @@ def test_a_file_made_before_schema_3_serves_every_operation_by_its_id_index(db_p
         assert vault.get(BOB, after).content == "after the file emptied"
 
 
+
+def test_gc_on_a_file_made_before_schema_3_removes_a_row_written_back_after_its_delete(db_path, attacker,
+                                                                                   keyring_backend, clock):
+    """gc's lookup of the rows a ledger names goes by the id index on such a file, and still finds the copy."""
+    legacy_file(db_path)
+    with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
+        doomed, kept = (vault.put(ALICE, "t", step, "x", f"row {step}").id for step in range(2))
+        copy = attacker.save_row(attacker.seq_of(doomed))
+        vault.delete(ALICE, doomed)
+        attacker.restore_row(copy)
+        assert vault.gc() == 1 and attacker.row_ids() == {kept}
+
 # -- the last release before deletion ledgers ---------------------------------------------------------------------
 def test_a_file_made_before_ledgers_is_used_and_records_deletes_from_then_on(previous_tree, ring, db_path,
                                                                             attacker):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 SELECT_ROW = ("SELECT seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata "
               "FROM rows WHERE seq = %s")
+SELECT_ROWS = ("SELECT seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata "
+               "FROM rows WHERE seq = ANY(%s::bigint[])")  # SELECT_ROW for many seqs at once
 # a snapshot's row lookup, with what a read asks next in the same snapshot: the head of the owner's deletion ledger
 # and, for a row of at most one chunk, that chunk (a slice of a small row in one round trip, its COMMIT the other)
 SELECT_ROW_AHEAD = (

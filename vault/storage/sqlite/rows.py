@@ -15,6 +15,10 @@ from vault.storage.sqlite import schema
 from vault.storage.sqlite.connections import TRANSLATE, Connections
 from vault.storage.sqlite.schema import CHUNK_SHIFT, valid_seq
 
+LOOKUP_BATCH = 500  # ids or seqs bound in one row lookup: under SQLite's lowest limit on parameters (999)
+SELECT_ROWS = ("SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata "
+               "FROM rows")  # the columns of schema.SELECT_ROW_BY_SEQ, which schema.stored_row reads
+
 
 class SqliteReads:
     """A read snapshot: a deferred read transaction, or the thread's open write transaction joined."""
@@ -64,6 +68,28 @@ class SqliteReads:
         if found is None or type(found[1]) is not bytes or not hmac.compare_digest(found[1], row_id):
             return None
         return schema.stored_row(found)
+
+    def find_rows(self, wanted: list[tuple[bytes, int]]) -> list[StoredRow]:
+        """``find_row`` of each (id, seq), LOOKUP_BATCH of them bound to one statement; the rows found, in order."""
+        asked: list[tuple[bytes, bytes | int]]  # (the id asked, what the statement looks it up by)
+        if self._ids_indexed:  # a file made before schema 3: by its index on ids, as find_row
+            column, key_at, asked = "id", 1, [(row_id, row_id) for row_id, _seq in wanted]
+        else:
+            column, key_at, asked = "seq", 0, [(row_id, seq) for row_id, seq in wanted if valid_seq(seq)]
+        keys = [key for _row_id, key in asked]
+        by_key: dict[object, tuple] = {}
+        with TRANSLATE:
+            for first in range(0, len(keys), LOOKUP_BATCH):
+                batch = keys[first:first + LOOKUP_BATCH]
+                found_rows = self._execute(f"{SELECT_ROWS} WHERE {column} IN ({', '.join('?' * len(batch))})", batch)
+                by_key.update((found[key_at], found) for found in found_rows)
+        rows = []
+        for row_id, key in asked:
+            found = by_key.get(key)
+            # the id first, as in find_row: a stale id meeting another row, damaged or not, is a miss
+            if found is not None and type(found[1]) is bytes and hmac.compare_digest(found[1], row_id):
+                rows.append(schema.stored_row(found))
+        return rows
 
     def list_turn(self, owner_tag: bytes, turn_tag: bytes, now: float) -> list[tuple[StoredRow, bytes | None]]:
         """Unexpired rows of one owner's turn, each with its sealed summary (None if missing)."""
