@@ -62,7 +62,7 @@ def recorded_results() -> dict[str, int | None]:
 
 
 def equivalents() -> dict[str, Equivalent]:
-    entries = tomllib.loads(EQUIVALENTS.read_text())["mutant"]
+    entries = tomllib.loads(EQUIVALENTS.read_text()).get("mutant", [])
     return {entry["mutant"]: Equivalent(entry["mutant"], entry["change"].strip(), entry["why"]) for entry in entries}
 
 
