@@ -7,7 +7,6 @@ even though the library underneath accepts others.
 
 from __future__ import annotations
 
-import pickle
 import re
 
 import pytest
@@ -77,14 +76,6 @@ def test_every_way_opening_fails_is_one_error_with_one_text():
             aead.open_into(nonce, data, aad, memoryview(bytearray(max(len(data) - 16, 0))))
     with pytest.raises(IntegrityError, match=ONE_FAILURE):
         Aead(bytes(32)).open(NONCE, sealed, AAD)  # another key
-
-
-def test_key_holders_show_only_their_algorithm_and_refuse_pickling_saying_why():
-    assert repr(Aead(KEY)) == "<Aead AES-256-GCM>"
-    assert repr(BlockPermutation(KEY)) == "<BlockPermutation AES-256>"
-    for holder in (Aead(KEY), BlockPermutation(KEY)):
-        with pytest.raises(TypeError, match=exactly("key material cannot be pickled")):
-            pickle.dumps(holder)
 
 
 def test_the_block_permutation_says_what_size_it_takes():
