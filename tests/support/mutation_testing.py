@@ -85,7 +85,9 @@ def report(groups: list[str]) -> int:
     results = {name: code for name, code in recorded_results().items() if group_of(name) in groups}
     listed = equivalents()
     unexplained: list[str] = []
-    stale = [name for name in listed if group_of(name) in groups and SURVIVED.get(results.get(name, 1)) is None]
+    # an entry is stale when its mutant is gone or caught now (one not checked yet is reported as unchecked)
+    stale = [name for name in listed if group_of(name) in groups
+             and (name not in results or results[name] in KILLED | TIMED_OUT)]
     print("group     mutants  killed  timed out  equivalent  unexplained  unchecked")
     for group in groups:
         counts: Counter[str] = Counter()
