@@ -121,10 +121,13 @@ def report(groups: list[str]) -> int:
 
 
 def run(groups: list[str], max_children: int) -> int:
+    # the unit tests first: a mutant they catch stops its run before the slower tests (pytest's own variable, so
+    # mutmut's recorded results, which depend on its configured pytest arguments, stay valid)
+    addopts = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p tests.support.unit_tests_first".strip()
     for group in groups:
         print(f"==> mutmut: {group} ({', '.join(GROUPS[group])})", flush=True)
         subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children),
-                        *GROUPS[group]], cwd=ROOT, check=True)
+                        *GROUPS[group]], cwd=ROOT, check=True, env={**os.environ, "PYTEST_ADDOPTS": addopts})
     return report(groups)
 
 
