@@ -13,6 +13,7 @@ import pytest
 from keys.blind_index import IndexKey
 from keys.crypto.aead import Aead, BlockPermutation
 from keys.epochs.epoch_key import EpochKey
+from keys.errors import IntegrityError
 from keys.formats.data_key import DataKey
 from keys.formats.v2 import TurnKey
 from keys.formats.v3 import OwnerEpochKeys
@@ -43,3 +44,14 @@ def test_a_key_holder_shows_only_what_it_is(shown):
 def test_a_key_holder_refuses_pickling_saying_why(shown):
     with pytest.raises(TypeError, match=f"^{re.escape('key material cannot be pickled')}$"):
         pickle.dumps(HOLDERS[shown]())
+
+
+@pytest.mark.parametrize(("holder", "refusal"), [
+    (Aead, "AES-256-GCM key has the wrong length"), (BlockPermutation, "AES-256 key has the wrong length"),
+    (DataKey, "data key has the wrong length"), (EpochKey, "an epoch key has the wrong length"),
+    (IndexKey, "index key has the wrong length"),
+])
+def test_a_key_holder_refuses_a_key_of_the_wrong_length_naming_the_key(holder, refusal):
+    for size in (0, 16, 31, 33):
+        with pytest.raises(IntegrityError, match=f"^{re.escape(refusal)}$"):
+            holder(bytes(size))

@@ -46,7 +46,7 @@ def test_the_nonce_is_domain_counter_and_last_flag_at_both_ends_of_the_counter()
     assert chunk_nonce(0, True) == b"\x01" + bytes(10) + b"\x01"
     assert chunk_nonce(CHUNK_COUNTER_LIMIT - 1, True) == b"\x01" + b"\xff" * 10 + b"\x01"
     for index in (-1, CHUNK_COUNTER_LIMIT):
-        with pytest.raises(IntegrityError):
+        with pytest.raises(IntegrityError, match=r"^chunk index out of range$"):
             chunk_nonce(index, False)
 
 
@@ -76,6 +76,13 @@ def test_truncated_stream_sealed_as_shorter_fails_on_the_last_flag():
     cut = seal(data_key, payload[:CHUNK_BYTES])  # one chunk, marked last
     with pytest.raises(IntegrityError):
         read(data_key, payload, cut + seal(data_key, payload)[1:])
+
+
+def test_a_stream_missing_a_middle_chunk_fails_naming_it_missing():
+    data_key, payload = DataKey.generate(), b"a" * CHUNK_BYTES + b"b" * CHUNK_BYTES + b"c"
+    first, _, third = seal(data_key, payload)
+    with pytest.raises(IntegrityError, match=r"^a content chunk is missing$"):
+        read(data_key, payload, [first, third])
 
 
 def test_reordered_chunks_fail():
