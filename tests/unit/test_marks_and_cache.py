@@ -64,6 +64,34 @@ def test_owner_marks_are_raised_never_lowered_each_kind_apart_and_garbled_reads_
     assert marks.read("issued", OWNER) == 20
 
 
+class CountingKeyring(MemoryKeyring):
+    """The in-memory keyring, counting the writes it is asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.writes += 1
+        super().set_password(service, username, password)
+
+
+def test_an_owner_mark_already_as_high_is_not_written_again():
+    ring = CountingKeyring()
+    marks = OwnerMarks(edge(ring), bytes(16))
+    marks.raise_to("issued", OWNER, 20)
+    marks.raise_to("issued", OWNER, 20)
+    marks.raise_to("issued", OWNER, 19)
+    assert ring.writes == 1 and marks.read("issued", OWNER) == 20
+
+
+def test_an_owner_mark_that_does_not_read_back_as_raised_is_key_unavailable_saying_what_and_the_remedy():
+    marks = OwnerMarks(edge(), bytes(16))
+    with pytest.raises(KeyUnavailable, match=r"^the OS keyring did not keep a key version mark it was given; "
+                                             r"check the keyring and retry$"):
+        marks.raise_to("retired", OWNER, 2**31)  # past any version: it reads back as no mark
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 0.0
