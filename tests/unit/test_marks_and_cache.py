@@ -1,6 +1,6 @@
 """The keyring's marks on a MemoryKeyring (keys/epochs/marks.py, keys/keyring/owner_marks.py): only ever raised,
 each kind in its own entry, a garbled entry read as none; and the cache of fetched keys (keys/keyring/cache.py):
-bounded, expiring, oldest out first."""
+bounded, expiring, oldest out first; and the trial keyring ``keyring_backend="memory"`` names: one per process."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 from keys.epochs.marks import MARKER, PROBED, EpochMark, marker_name
 from keys.errors import KeyUnavailable
 from keys.keyring.cache import KeyCache
-from keys.keyring.edge import KeyringEdge
+from keys.keyring.edge import KeyringEdge, resolve_backend
+from keys.keyring.memory import TrialKeyringWarning
 from keys.keyring.owner_marks import OwnerMarks
 from keys.keyring.secret import Secret
 from keys.testing import MemoryKeyring
@@ -123,3 +124,15 @@ def test_a_cache_without_lifetime_or_room_keeps_nothing_and_clear_empties_it():
     cache.put("a", "A")
     cache.clear()
     assert cache.get("a") is None
+
+
+def test_owner_marks_show_no_vault_or_owner():
+    assert repr(OwnerMarks(edge(), bytes(range(16)))) == "<OwnerMarks>"
+
+
+def test_the_trial_keyring_is_one_per_process_and_warns_that_its_keys_die_with_it():
+    with pytest.warns(TrialKeyringWarning, match="trial keyring: its keys live in this process only"):
+        first = resolve_backend("memory")
+    with pytest.warns(TrialKeyringWarning):
+        assert resolve_backend("memory") is first
+    assert isinstance(first, MemoryKeyring)
