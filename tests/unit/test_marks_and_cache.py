@@ -5,6 +5,7 @@ bounded, expiring, oldest out first; and the trial keyring ``keyring_backend="me
 from __future__ import annotations
 
 import pytest
+from keyring.errors import PasswordDeleteError
 
 from keys.epochs.marks import MARKER, PROBED, EpochMark, marker_name
 from keys.errors import KeyUnavailable
@@ -136,3 +137,8 @@ def test_the_trial_keyring_is_one_per_process_and_warns_that_its_keys_die_with_i
     with pytest.warns(TrialKeyringWarning):
         assert resolve_backend("memory") is first
     assert isinstance(first, MemoryKeyring)
+
+
+def test_the_in_memory_keyring_refuses_to_delete_an_absent_entry_as_keyring_does():
+    with pytest.raises(PasswordDeleteError, match=r"^no such password$"):
+        MemoryKeyring().delete_password("service", "user")
