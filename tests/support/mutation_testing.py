@@ -23,6 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 EQUIVALENTS = ROOT / "tests" / "mutants" / "equivalent.toml"
+MUTMUT = str(Path(sys.executable).parent / "mutmut")  # its script: "python -m mutmut" runs its module twice
 # mutmut names a mutant "<module>.<function>__mutmut_<n>" (a method: "<module>.xǁ<Class>ǁ<method>__mutmut_<n>")
 GROUPS: dict[str, tuple[str, ...]] = {
     "crypto": ("keys.crypto.*",),
@@ -126,7 +127,7 @@ def run(groups: list[str], max_children: int) -> int:
     addopts = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p tests.support.unit_tests_first".strip()
     for group in groups:
         print(f"==> mutmut: {group} ({', '.join(GROUPS[group])})", flush=True)
-        subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children),
+        subprocess.run([MUTMUT, "run", "--max-children", str(max_children),
                         *GROUPS[group]], cwd=ROOT, check=True, env={**os.environ, "PYTEST_ADDOPTS": addopts})
     return report(groups)
 
