@@ -9,6 +9,7 @@ from keyring.errors import PasswordDeleteError
 
 from keys.epochs.marks import MARKER, PROBED, EpochMark, marker_name
 from keys.errors import KeyUnavailable
+from keys.keyring import memory
 from keys.keyring.cache import KeyCache
 from keys.keyring.edge import KeyringEdge, resolve_backend
 from keys.keyring.memory import TrialKeyringWarning
@@ -131,7 +132,8 @@ def test_owner_marks_show_no_vault_or_owner():
     assert repr(OwnerMarks(edge(), bytes(range(16)))) == "<OwnerMarks>"
 
 
-def test_the_trial_keyring_is_one_per_process_and_warns_that_its_keys_die_with_it():
+def test_the_trial_keyring_is_one_per_process_and_warns_that_its_keys_die_with_it(monkeypatch):
+    monkeypatch.setattr(memory, "_trial", [])  # as in a process that has not used it yet
     with pytest.warns(TrialKeyringWarning, match="trial keyring: its keys live in this process only"):
         first = resolve_backend("memory")
     with pytest.warns(TrialKeyringWarning):
