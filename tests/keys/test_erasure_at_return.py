@@ -1,5 +1,6 @@
 """Erasure is done when the call returns: the keyring itself is asked, right after a retirement, a shred or the gc
-that ends an epoch returns and before any other operation, for the entries that call destroyed, on each keyring
+that ends an epoch returns and before any other operation, for the entries that call destroyed (and, for a
+retirement, for the mark that keeps every version below it from being written again), on each keyring
 backend the vault runs on here (the in-memory one, and the OS keyring's Secret Service under scripts/run). The
 entries are named as the vault names them (its id, the owner tag, the version, the epoch)."""
 
@@ -44,6 +45,11 @@ class Entries:
         user = owner_username(self.read, f"{self.base}/index", user_id, version)
         return self.read(f"{self.base}/owner-key", user)
 
+    def retired_mark(self, user_id: str) -> str | None:
+        """The keyring's own record that every version of the owner below it is retired."""
+        owner_tag_hex = owner_username(self.read, f"{self.base}/index", user_id).rsplit(".", 1)[0]
+        return self.read(f"{self.base}/owner-retired", owner_tag_hex)
+
     def epoch_key(self, expires_at: float) -> str | None:
         return self.read(f"{self.base}/epoch-key", f"{E}.{int(expires_at) // E}.1")
 
@@ -58,6 +64,7 @@ def test_a_retirement_and_a_shred_have_deleted_their_entries_when_they_return(ri
         assert entries.owner_key(user.user_id, 1) is not None and entries.owner_key(user.user_id, 2) is not None
         assert vault.retire_old_key_versions(user.user_id) == 1
         assert entries.owner_key(user.user_id, 1) is None, "a retired version's key is still in the keyring"
+        assert entries.retired_mark(user.user_id) == "2", "the keyring does not record that version 1 is retired"
         assert entries.owner_key(user.user_id, 2) is not None
         vault.shred_owner(user.user_id)
         assert entries.owner_key(user.user_id, 2) is None, "a shredded owner's key is still in the keyring"

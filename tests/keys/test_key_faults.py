@@ -315,6 +315,14 @@ def test_garbage_owner_entry_is_key_unavailable_and_kept(garbage, db_path, keyri
     assert_intact(db_path, keyring_backend, clock, filled)
 
 
+def test_a_garbled_owner_key_entry_says_which_entry_and_the_remedy(db_path, keyring_backend, clock, filled):
+    keyring_backend.secrets[entry(keyring_backend, "owner-key")] = "not json"
+    with reopen(db_path, keyring_backend, clock) as v, pytest.raises(
+            KeyUnavailable, match=r"^the keyring entry for the owner key is malformed; restore it from the keyring "
+                                  r"backup$"):
+        v.get(ALICE, filled[0])
+
+
 @pytest.mark.parametrize("garbage", ["{", json.dumps({"format": "scratchvault-key/1", "key": B64_32[:-4]}), 7])
 def test_garbage_index_entry_is_key_unavailable_at_open(garbage, db_path, keyring_backend, clock, filled):
     name = entry(keyring_backend, "index")

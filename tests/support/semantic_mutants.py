@@ -2,8 +2,8 @@
 with pytest, and a mutant they do not fail is a survivor. Exit status 1 on any survivor, on a mutant that no longer
 applies (its text is not in the file exactly once) and on tests that did not run; 0 when every mutant is killed.
 
-    python -m tests.support.semantic_mutants [NAME ...]     (bash scripts/run mutants: the keyring and PostgreSQL
-                                                              the tests need are started there)
+    python -m tests.support.semantic_mutants [NAME ...]
+        (bash scripts/run semantic-mutants: the keyring and PostgreSQL the tests need are started there)
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The semantic mutants (tests/mutants/semantic.toml, run by ``bash scripts/run mutants`` and in CI) stay
+"""The semantic mutants (tests/mutants/semantic.toml, run by ``bash scripts/run semantic-mutants`` and in CI) stay
 applicable and measure something: each names an existing file where each text it replaces occurs once and
 tests that exist, and the runner reports a change the tests cannot see as a survivor, not as killed."""
 

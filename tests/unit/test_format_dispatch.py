@@ -3,20 +3,27 @@ format refusing a blob of another: a tampered first byte or length is an Integri
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from keys.epochs.epoch_key import EpochKey
+from keys.epochs.schedule import MAX_EPOCH
 from keys.errors import IntegrityError
 from keys.formats.context import Columns, RowContext
 from keys.formats.data_key import DataKey
 from keys.formats.dispatch import stored_epoch, summary_format, wrapped_key_format
-from keys.formats.v1 import WRAPPED_SIZE, wrap_aad
+from keys.formats.v1 import DOMAIN_META, DOMAIN_SUMMARY, WRAPPED_SIZE, wrap_aad
 from keys.formats.v2 import SUMMARY_V2, TurnKey
 from keys.formats.v3 import SUMMARY_V3, WRAP_V3, WRAPPED_V3_SIZE, row_epoch, seal_for_epoch, wrap_aad_v3
 from keys.owner_keyset import OwnerKeyset
 
 VAULT_ID, ROW_ID, OWNER_TAG, TURN_TAG = bytes(16), bytes(range(16)), b"o" * 32, b"t" * 32
 LENGTH, EXPIRES = 3600, 7200.0 + 5  # epoch 2 of one-hour epochs
+ONE_FAILURE = f"^{re.escape('ciphertext failed authentication')}$"
+WRONG_FORMAT = f"^{re.escape('wrapped data key has the wrong format')}$"
+SUMMARY_MISSING = r"^a row's summary is missing$"
+NO_VAULTS_EPOCH = f"^{re.escape('a row names an expiry epoch no vault makes')}$"
 
 
 def test_the_sizes_of_the_two_wrapped_key_formats_are_60_and_65_bytes():
@@ -40,7 +47,7 @@ def test_a_summary_format_is_its_first_byte(first, expected):
 
 
 def test_an_empty_summary_is_an_integrity_error_not_format_1():
-    with pytest.raises(IntegrityError, match="missing"):
+    with pytest.raises(IntegrityError, match=SUMMARY_MISSING):
         summary_format(b"")
 
 
@@ -72,11 +79,48 @@ def test_a_format_3_header_naming_another_length_or_format_fails():
     aad = wrap_aad_v3(RowContext(VAULT_ID, ROW_ID), "alice", 1, LENGTH, 2)
     assert keys.unwrap(wrapped, aad)
     other_length = wrapped[:1] + (LENGTH + 60).to_bytes(4, "big") + wrapped[5:]
-    for damaged in (other_length, bytes([SUMMARY_V3]) + wrapped[1:], wrapped[:-1]):
-        with pytest.raises(IntegrityError):
+    for damaged in (other_length, wrapped[:-1], wrapped + b"\x00"):
+        with pytest.raises(IntegrityError, match=WRONG_FORMAT):
             keys.unwrap(damaged, aad)
-    with pytest.raises(IntegrityError):
+    with pytest.raises(IntegrityError, match=ONE_FAILURE):
+        keys.unwrap(bytes([SUMMARY_V3]) + wrapped[1:], aad)
+    with pytest.raises(IntegrityError, match=NO_VAULTS_EPOCH):
         row_epoch(summary[:1] + (10).to_bytes(4, "big") + summary[5:], SUMMARY_V3, EXPIRES)  # no vault's length
+    turn_aad = b"summary aad"
+    with pytest.raises(IntegrityError, match=ONE_FAILURE):
+        keys.open_summary(TURN_TAG, summary[:1] + (LENGTH + 60).to_bytes(4, "big") + summary[5:], turn_aad)
+
+
+def test_an_expiry_past_the_last_epoch_a_store_holds_is_tampering_and_the_last_one_is_not():
+    wrapped, _, _ = sealed_v3()
+    for expires_at in (-1.0, float("inf"), float("nan"), 1e30):
+        with pytest.raises(IntegrityError, match=NO_VAULTS_EPOCH):
+            row_epoch(wrapped, WRAP_V3, expires_at)
+    assert row_epoch(wrapped, WRAP_V3, MAX_EPOCH * LENGTH) == (LENGTH, MAX_EPOCH)
+    with pytest.raises(IntegrityError, match=NO_VAULTS_EPOCH):
+        row_epoch(wrapped, WRAP_V3, (MAX_EPOCH + 1) * LENGTH)
+
+
+def test_an_empty_record_seals_and_opens_back_in_format_3():
+    keys = OwnerKeyset.generate().epoch_keys(1, EpochKey.generate(), VAULT_ID, OWNER_TAG, (LENGTH, 2))
+    sealed = keys.seal_summary(TURN_TAG, b"", b"aad")
+    assert len(sealed) == 5 + 12 + 16 and keys.open_summary(TURN_TAG, sealed, b"aad") == b""
+
+
+def test_a_data_key_opens_a_random_nonce_blob_only_in_its_own_nonce_domain():
+    data_key = DataKey.generate()
+    nonce = bytes([DOMAIN_SUMMARY]) + bytes(11)
+    summary_domain = data_key._seal_with_nonce(nonce, b"record", b"aad")
+    assert data_key.open_summary(summary_domain, b"aad") == b"record"
+    with pytest.raises(IntegrityError, match=ONE_FAILURE):
+        data_key.open_metadata(summary_domain, b"aad")
+    metadata = data_key.seal_metadata(b"record", b"aad")
+    assert metadata[0] == DOMAIN_META and data_key.open_metadata(metadata, b"aad") == b"record"
+    with pytest.raises(IntegrityError, match=ONE_FAILURE):
+        data_key.open_summary(metadata, b"aad")
+    for short in (b"", bytes([DOMAIN_META]), metadata[:11]):
+        with pytest.raises(IntegrityError, match=ONE_FAILURE):
+            data_key.open_metadata(short, b"aad")
 
 
 def test_a_format_2_summary_key_refuses_a_blob_of_another_first_byte():

@@ -1,15 +1,18 @@
 """The keyring's marks on a MemoryKeyring (keys/epochs/marks.py, keys/keyring/owner_marks.py): only ever raised,
 each kind in its own entry, a garbled entry read as none; and the cache of fetched keys (keys/keyring/cache.py):
-bounded, expiring, oldest out first."""
+bounded, expiring, oldest out first; and the trial keyring ``keyring_backend="memory"`` names: one per process."""
 
 from __future__ import annotations
 
 import pytest
+from keyring.errors import PasswordDeleteError
 
 from keys.epochs.marks import MARKER, PROBED, EpochMark, marker_name
 from keys.errors import KeyUnavailable
+from keys.keyring import memory
 from keys.keyring.cache import KeyCache
-from keys.keyring.edge import KeyringEdge
+from keys.keyring.edge import KeyringEdge, resolve_backend
+from keys.keyring.memory import TrialKeyringWarning
 from keys.keyring.owner_marks import OwnerMarks
 from keys.keyring.secret import Secret
 from keys.testing import MemoryKeyring
@@ -64,6 +67,34 @@ def test_owner_marks_are_raised_never_lowered_each_kind_apart_and_garbled_reads_
     assert marks.read("issued", OWNER) == 20
 
 
+class CountingKeyring(MemoryKeyring):
+    """The in-memory keyring, counting the writes it is asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.writes += 1
+        super().set_password(service, username, password)
+
+
+def test_an_owner_mark_already_as_high_is_not_written_again():
+    ring = CountingKeyring()
+    marks = OwnerMarks(edge(ring), bytes(16))
+    marks.raise_to("issued", OWNER, 20)
+    marks.raise_to("issued", OWNER, 20)
+    marks.raise_to("issued", OWNER, 19)
+    assert ring.writes == 1 and marks.read("issued", OWNER) == 20
+
+
+def test_an_owner_mark_that_does_not_read_back_as_raised_is_key_unavailable_saying_what_and_the_remedy():
+    marks = OwnerMarks(edge(), bytes(16))
+    with pytest.raises(KeyUnavailable, match=r"^the OS keyring did not keep a key version mark it was given; "
+                                             r"check the keyring and retry$"):
+        marks.raise_to("retired", OWNER, 2**31)  # past any version: it reads back as no mark
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 0.0
@@ -95,3 +126,21 @@ def test_a_cache_without_lifetime_or_room_keeps_nothing_and_clear_empties_it():
     cache.put("a", "A")
     cache.clear()
     assert cache.get("a") is None
+
+
+def test_owner_marks_show_no_vault_or_owner():
+    assert repr(OwnerMarks(edge(), bytes(range(16)))) == "<OwnerMarks>"
+
+
+def test_the_trial_keyring_is_one_per_process_and_warns_that_its_keys_die_with_it(monkeypatch):
+    monkeypatch.setattr(memory, "_trial", [])  # as in a process that has not used it yet
+    with pytest.warns(TrialKeyringWarning, match="trial keyring: its keys live in this process only"):
+        first = resolve_backend("memory")
+    with pytest.warns(TrialKeyringWarning):
+        assert resolve_backend("memory") is first
+    assert isinstance(first, MemoryKeyring)
+
+
+def test_the_in_memory_keyring_refuses_to_delete_an_absent_entry_as_keyring_does():
+    with pytest.raises(PasswordDeleteError, match=r"^no such password$"):
+        MemoryKeyring().delete_password("service", "user")
