@@ -36,7 +36,9 @@ def _client(addr: str, verify: str | bool, timeout: float) -> hvac.Client:
     session.trust_env = False
     session.verify = verify  # hvac takes a given session's own verify over its argument
     session.hooks["response"].append(_refuse_redirects)
-    return hvac.Client(url=addr, token="", verify=verify, timeout=timeout, allow_redirects=False, session=session)
+    # the empty token is no password: it keeps hvac from picking one up from the environment
+    return hvac.Client(url=addr, token="", verify=verify, timeout=timeout,  # nosec B106
+                       allow_redirects=False, session=session)
 
 
 class _Redirected(requests.exceptions.RequestException):
