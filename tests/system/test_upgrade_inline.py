@@ -16,6 +16,7 @@ import pytest
 from tests.support.file_keyring import FileKeyring
 from tests.system.releases import Previous, release_tree
 from vault import Principal, Vault
+from vault.storage.postgres.schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from vault.storage.sqlite.schema import SCHEMA_VERSION
 
 SCHEMA_5_RELEASE = "8294529"  # the last commit before rows held their parts: SQLite schema 5, PostgreSQL schema 2
@@ -82,6 +83,10 @@ def upgraded_beside_new_rows(tree: Path, ring: Path, location, facts: Callable, 
     assert old.opened["error"] == "StorageError" and "newer scratchvault" in old.opened["message"]
 
 
-def test_a_sqlite_file_of_schema_5_keeps_its_rows_readable_beside_rows_held_whole(schema_5_tree, ring, db_path):
-    upgraded_beside_new_rows(schema_5_tree, ring, db_path, sqlite_facts, (5, SCHEMA_VERSION))
+def test_a_sqlite_file_of_schema_5_keeps_its_rows_readable_beside_rows_held_whole(schema_5_tree, ring, vault_dir):
+    upgraded_beside_new_rows(schema_5_tree, ring, vault_dir / "schema5.db", sqlite_facts, (5, SCHEMA_VERSION))
 
+
+def test_a_postgresql_schema_of_version_2_keeps_its_rows_readable_beside_rows_held_whole(schema_5_tree, ring,
+                                                                                         pg_schemas):
+    upgraded_beside_new_rows(schema_5_tree, ring, pg_schemas("before"), pg_facts, (2, PG_SCHEMA_VERSION))
