@@ -55,8 +55,15 @@ class RowReads:
         return {seq: dict(zip(COLUMNS, columns, strict=True)) for seq, *columns in found}
 
     def summaries(self) -> dict[int, bytes]:
-        """Every stored summary, by seq."""
-        return dict(self._all("SELECT seq, sealed FROM summaries ORDER BY seq"))
+        """Every stored summary, by seq: in its row, or in the summaries table (rows written before the summary
+        moved into the row)."""
+        summary = self._held("summary", "NULL")
+        return dict(self._all(f"SELECT seq, {summary} FROM rows WHERE {summary} IS NOT NULL UNION ALL "
+                              "SELECT seq, sealed FROM summaries ORDER BY 1"))
+
+    def _held(self, column: str, otherwise: str) -> str:
+        """``column`` of rows, or ``otherwise`` (an expression) where the rows do not have it (an older file)."""
+        return column
 
 
 @dataclass(frozen=True)

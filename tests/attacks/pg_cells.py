@@ -100,7 +100,9 @@ class PgTamperCells:
             versions = [v for (v,) in connection.execute("SELECT version FROM owner_keys WHERE owner_tag = ?",
                                                          (owner_tag,))]
             indexes = [i for (i,) in connection.execute("SELECT idx FROM chunks WHERE seq = ? ORDER BY idx", (seq,))]
-            targets = ([("rows", "row", "seq = ?", (seq,)), ("summaries", "row", "seq = ?", (seq,))]
+            old_summary = connection.execute("SELECT 1 FROM summaries WHERE seq = ?", (seq,)).fetchall()
+            targets = ([("rows", "row", "seq = ?", (seq,))]
+                       + [("summaries", "row", "seq = ?", (seq,)) for _ in old_summary]
                        + [("chunks", f"chunk {i}", "seq = ? AND idx = ?", (seq, i)) for i in indexes]
                        + [("meta", name, "name = ?", (name,)) for name in names]
                        + [("owner_keys", f"v{v}", "owner_tag = ? AND version = ?", (owner_tag, v)) for v in versions]

@@ -58,7 +58,10 @@ class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions, PartEdits, RowRea
             return connection.execute(sql, params).fetchall()
 
     def _where(self, seq: int, part: str, chunk: int | None) -> tuple[str, str, str, tuple]:
-        """(table, column, condition, its parameters) of one part of row ``seq``."""
+        """(table, column, condition, its parameters) of one part of row ``seq``: a summary or chunk 0 in the row's
+        own column when it holds one there."""
+        if part in ("summary", "chunk") and chunk in (None, 0) and self._inline(seq, part):
+            return "rows", part, "seq = ?", (seq,)
         if part == "summary":
             return "summaries", "sealed", "seq = ?", (seq,)
         if part == "chunk":
@@ -66,15 +69,19 @@ class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions, PartEdits, RowRea
         assert part in COLUMNS, f"no part {part!r} in a row"
         return "rows", part, "seq = ?", (seq,)
 
+    def _inline(self, seq: int, part: str) -> bool:
+        """Whether row ``seq`` keeps its ``summary`` or ``chunk`` in its own column."""
+        return bool(self._all(f"SELECT 1 FROM rows WHERE seq = ? AND {part} IS NOT NULL", seq))
+
     # -- reading -----------------------------------------------------------------------------------------------
     def seq_of(self, row_id: str) -> int:
         """The seq of the row storing ``row_id`` (a scan: there is no index on ids)."""
         return self._all("SELECT seq FROM rows WHERE id = ?", bytes.fromhex(row_id))[0][0]
 
     def counts(self) -> tuple[int, int, int]:
-        """How many rows, summaries and chunks the schema holds."""
-        return self._all("SELECT (SELECT count(*) FROM rows), (SELECT count(*) FROM summaries), "
-                         "(SELECT count(*) FROM chunks)")[0]
+        """How many rows, summaries and chunks the schema holds (in rows and in their own tables)."""
+        return self._all("SELECT count(*), count(summary) + (SELECT count(*) FROM summaries), "
+                         "count(chunk) + (SELECT count(*) FROM chunks) FROM rows")[0]
 
     def row_ids(self) -> set[str]:
         return {_hex(row_id) for (row_id,) in self._all("SELECT id FROM rows")}
@@ -85,11 +92,13 @@ class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions, PartEdits, RowRea
         return found[0][0] if found else None
 
     def chunks(self) -> dict[tuple[int, int], bytes]:
-        return {(seq, idx): sealed for seq, idx, sealed in self._all("SELECT seq, idx, sealed FROM chunks")}
+        return {(seq, idx): sealed for seq, idx, sealed in self._all(
+            "SELECT seq, 0, chunk FROM rows WHERE chunk IS NOT NULL UNION ALL SELECT seq, idx, sealed FROM chunks")}
 
     def chunk_indexes(self) -> dict[int, list[int]]:
         found: dict[int, list[int]] = {}
-        for seq, idx in self._all("SELECT seq, idx FROM chunks ORDER BY seq, idx"):
+        for seq, idx in self._all("SELECT seq, 0 FROM rows WHERE chunk IS NOT NULL UNION ALL "
+                                  "SELECT seq, idx FROM chunks ORDER BY 1, 2"):
             found.setdefault(seq, []).append(idx)
         return found
 
@@ -141,10 +150,14 @@ class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions, PartEdits, RowRea
         assert changed == 1, f"no {part} of row {seq} to overwrite"
 
     def remove(self, seq: int, part: str, chunk: int | None = None) -> None:
-        """Delete one part of row ``seq``: ``row`` (its clear columns only), ``summary``, or ``chunk`` ``index``."""
-        table, _, where, params = ("rows", None, "seq = ?", (seq,)) if part == "row" else self._where(seq, part, chunk)
+        """Delete one part of row ``seq``: ``row`` (its clear columns and what they hold: its summary and only chunk
+        when kept there), ``summary``, or ``chunk`` ``index`` (set NULL when the row holds it)."""
+        table, column, where, params = (("rows", None, "seq = ?", (seq,)) if part == "row"
+                                        else self._where(seq, part, chunk))
+        statement = (f"UPDATE rows SET {column} = NULL WHERE {where}" if table == "rows" and part != "row"
+                     else f"DELETE FROM {table} WHERE {where}")
         with self._connection() as connection:
-            assert connection.execute(f"DELETE FROM {table} WHERE {where}", params).rowcount == 1
+            assert connection.execute(statement, params).rowcount == 1
 
     def add_chunk(self, seq: int, index: int, sealed: bytes) -> None:
         self.run(("INSERT INTO chunks (seq, idx, sealed) VALUES (?, ?, ?)", seq, index, sealed))
@@ -152,24 +165,30 @@ class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions, PartEdits, RowRea
     def move_row(self, seq: int, to: int) -> None:
         """Move row ``seq`` with its summary and chunks to ``to`` (a seq no row uses)."""
         with self._connection() as connection:
-            for table in ("rows", "summaries", "chunks"):
-                assert connection.execute(f"UPDATE {table} SET seq = ? WHERE seq = ?", (to, seq)).rowcount >= 1
+            assert connection.execute("UPDATE rows SET seq = ? WHERE seq = ?", (to, seq)).rowcount == 1
+            for table in ("summaries", "chunks"):  # none: the row holds its summary (and chunk)
+                connection.execute(f"UPDATE {table} SET seq = ? WHERE seq = ?", (to, seq))
 
     def shift_rows(self, by: int) -> None:
         self.run(*((f"UPDATE {table} SET seq = seq + ?", by) for table in ("rows", "summaries", "chunks")))
 
     def save_row(self, seq: int) -> SavedRow:
-        chunks = self._all("SELECT idx, sealed FROM chunks WHERE seq = ? ORDER BY idx", seq)
+        chunks = self._all("SELECT 0, chunk FROM rows WHERE seq = ? AND chunk IS NOT NULL UNION ALL "
+                           "SELECT idx, sealed FROM chunks WHERE seq = ? ORDER BY 1", seq, seq)
         return SavedRow(seq, self.row(seq), self.read(seq, "summary"), tuple(chunks))
 
     def insert_row(self, seq: int, columns: dict, summary: bytes, chunks: Iterable[tuple[int, bytes]]) -> None:
+        """Insert a row made by hand, laid out as the vault lays a new row out (summary in the row, and its chunk
+        when it has one)."""
         assert set(columns) == set(COLUMNS), f"a row has the columns {COLUMNS}"
+        chunks = list(chunks)
+        only = chunks[0][1] if [index for index, _ in chunks] == [0] else None
         with self._connection() as connection:
-            connection.execute(f"INSERT INTO rows (seq, {', '.join(columns)}) "
-                               f"VALUES (?, {', '.join('?' * len(columns))})", (seq, *columns.values()))
-            connection.execute("INSERT INTO summaries (seq, sealed) VALUES (?, ?)", (seq, summary))
+            connection.execute(f"INSERT INTO rows (seq, {', '.join(columns)}, summary, chunk) "
+                               f"VALUES (?, {', '.join('?' * len(columns))}, ?, ?)",
+                               (seq, *columns.values(), summary, only))
             connection.executemany("INSERT INTO chunks (seq, idx, sealed) VALUES (?, ?, ?)",
-                                   [(seq, index, sealed) for index, sealed in chunks])
+                                   [(seq, index, sealed) for index, sealed in chunks if only is None])
 
     def restore_row(self, saved: SavedRow, **columns: object) -> None:
         """Write a saved row back at its old seq, replacing any row with its id or seq."""
@@ -180,6 +199,26 @@ class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions, PartEdits, RowRea
                 for table in ("rows", "summaries", "chunks"):
                     connection.execute(f"DELETE FROM {table} WHERE seq = ?", (old,))
         self.write_row(saved, **columns)
+
+    def hold(self, seq: int, part: str, value: bytes | None) -> None:
+        """Set the ``summary`` or ``chunk`` column of row ``seq`` itself, wherever the row keeps that part."""
+        assert part in ("summary", "chunk")
+        with self._connection() as connection:
+            assert connection.execute(f"UPDATE rows SET {part} = ? WHERE seq = ?", (value, seq)).rowcount == 1
+
+    def plant_summary(self, seq: int, sealed: bytes) -> None:
+        """Put a summary for row ``seq`` in the summaries table (where rows written before schema 3 keep theirs)."""
+        self.run(("INSERT INTO summaries (seq, sealed) VALUES (?, ?) ON CONFLICT (seq) DO UPDATE SET sealed = "
+                  "excluded.sealed", seq, sealed))
+
+    def lay_out_as_before_inline(self, seq: int) -> None:
+        """Move row ``seq``'s summary and only chunk out of the row into their tables, as a row written before
+        schema 3 keeps them (what the upgrade leaves of every older row)."""
+        self.run(("INSERT INTO summaries (seq, sealed) SELECT seq, summary FROM rows WHERE seq = ? "
+                  "AND summary IS NOT NULL", seq),
+                 ("INSERT INTO chunks (seq, idx, sealed) SELECT seq, 0, chunk FROM rows WHERE seq = ? "
+                  "AND chunk IS NOT NULL", seq),
+                 ("UPDATE rows SET summary = NULL, chunk = NULL WHERE seq = ?", seq))
 
     def next_free_seq(self) -> int:
         return self._all("SELECT coalesce(max(seq), 0) + 1 FROM rows")[0][0]

@@ -4,7 +4,9 @@ directory can, and never uses the vault's code.
 
 A row is addressed by its seq (``seq_of`` finds it from an id) and a part of it by name: a clear column of the
 row (``id``, ``owner_tag``, ``turn_tag``, ``key_version``, ``expires_at``, ``size_bytes``, ``wrapped_key``,
-``metadata``), its ``summary``, or ``chunk`` with an index. PostgreSQL's attacker (postgres_attacker.py) has the
+``metadata``), its ``summary``, or ``chunk`` with an index. A summary, and a one-chunk row's chunk, are where the
+row keeps them: its own ``summary`` and ``chunk`` columns, else (rows written before schema 6, chunks of larger
+rows) the ``summaries`` and ``chunks`` tables. PostgreSQL's attacker (postgres_attacker.py) has the
 same operations; what only SQL can express (indexes on ids) is marked as this file's own, and what is done to the
 file as a file (pages, the WAL, copies) is sqlite_files.py.
 """
@@ -70,7 +72,10 @@ class SqliteAttacker(TamperCells, Bookkeeping, SqliteFiles, PartEdits, RowReads,
             return connection.execute(sql, params).fetchall()
 
     def _where(self, seq: int, part: str, chunk: int | None) -> tuple[str, str, str, int]:
-        """(table, column, key column, key) of one part of row ``seq``."""
+        """(table, column, key column, key) of one part of row ``seq``: a summary or chunk 0 in the row's own column
+        when it holds one there."""
+        if part in ("summary", "chunk") and chunk in (None, 0) and self._inline(seq, part):
+            return "rows", part, "seq", seq
         if part == "summary":
             return "summaries", "sealed", "seq", seq
         if part == "chunk":
@@ -78,14 +83,28 @@ class SqliteAttacker(TamperCells, Bookkeeping, SqliteFiles, PartEdits, RowReads,
         assert part in COLUMNS, f"no part {part!r} in a row"
         return "rows", part, "seq", seq
 
+    def _inline(self, seq: int, part: str) -> bool:
+        """Whether row ``seq`` keeps its ``summary`` or ``chunk`` in its own column."""
+        return self._holds() and bool(self._all(f"SELECT 1 FROM rows WHERE seq = ? AND {part} IS NOT NULL", seq))
+
+    def _holds(self) -> bool:
+        """Whether the file's rows have the columns that hold a summary and chunk (not before schema 6)."""
+        return "chunk" in {name for _, name, *_ in self._all("PRAGMA table_info(rows)")}
+
+    def _held(self, column: str, otherwise: str) -> str:
+        """``column`` of rows, or ``otherwise`` (an expression) in a file made before rows held it."""
+        return column if self._holds() else otherwise
+
     # -- reading -----------------------------------------------------------------------------------------------
     def seq_of(self, row_id: str) -> int:
         """The seq of the row storing ``row_id``, as a reader of the file sees it (no index consulted)."""
         return self._all("SELECT seq FROM rows NOT INDEXED WHERE id = ?", bytes.fromhex(row_id))[0][0]
 
     def counts(self) -> tuple[int, int, int]:
-        """How many rows, summaries and chunks the file holds."""
-        return tuple(self._all(f"SELECT count(*) FROM {table}")[0][0] for table in ("rows", "summaries", "chunks"))
+        """How many rows, summaries and chunks the file holds (in rows and in their own tables)."""
+        summary, chunk = self._held("summary", "NULL"), self._held("chunk", "NULL")
+        return self._all(f"SELECT count(*), count({summary}) + (SELECT count(*) FROM summaries), "
+                         f"count({chunk}) + (SELECT count(*) FROM chunks) FROM rows")[0]
 
     def row_ids(self) -> set[str]:
         """The id of every stored row, in hex."""
@@ -99,13 +118,16 @@ class SqliteAttacker(TamperCells, Bookkeeping, SqliteFiles, PartEdits, RowReads,
 
     def chunks(self) -> dict[tuple[int, int], bytes]:
         """Every stored chunk, by (seq, index)."""
-        return {(pos >> SHIFT, pos & INDEX_MASK): sealed
-                for pos, sealed in self._all("SELECT pos, sealed FROM chunks ORDER BY pos")}
+        held = self._held("chunk", "NULL")
+        return {(pos >> SHIFT, pos & INDEX_MASK): sealed for pos, sealed in self._all(
+            f"SELECT seq << {SHIFT}, {held} FROM rows WHERE {held} IS NOT NULL "
+            "UNION ALL SELECT pos, sealed FROM chunks ORDER BY 1")}
 
     def chunk_indexes(self) -> dict[int, list[int]]:
         """The indexes of the chunks stored for each seq, in order (no sealed bytes read)."""
         found: dict[int, list[int]] = {}
-        for (pos,) in self._all("SELECT pos FROM chunks ORDER BY pos"):
+        for (pos,) in self._all(f"SELECT seq << {SHIFT} FROM rows WHERE {self._held('chunk', 'NULL')} IS NOT NULL "
+                                "UNION ALL SELECT pos FROM chunks ORDER BY 1"):
             found.setdefault(pos >> SHIFT, []).append(pos & INDEX_MASK)
         return found
 
@@ -158,22 +180,26 @@ class SqliteAttacker(TamperCells, Bookkeeping, SqliteFiles, PartEdits, RowReads,
         assert changed == 1, f"no {part} of row {seq} to overwrite"
 
     def remove(self, seq: int, part: str, chunk: int | None = None) -> None:
-        """Delete one part of row ``seq``: ``row`` (its clear columns only), ``summary``, or ``chunk`` ``index``."""
-        table, _, key, value = ("rows", None, "seq", seq) if part == "row" else self._where(seq, part, chunk)
+        """Delete one part of row ``seq``: ``row`` (its clear columns and what they hold: its summary and only chunk
+        when kept there), ``summary``, or ``chunk`` ``index`` (set NULL when the row holds it)."""
+        table, column, key, value = ("rows", None, "seq", seq) if part == "row" else self._where(seq, part, chunk)
+        statement = (f"UPDATE rows SET {column} = NULL WHERE seq = ?" if table == "rows" and part != "row"
+                     else f"DELETE FROM {table} WHERE {key} = ?")
         with self._connection() as connection:
-            assert connection.execute(f"DELETE FROM {table} WHERE {key} = ?", (value,)).rowcount == 1
+            assert connection.execute(statement, (value,)).rowcount == 1
 
     def add_chunk(self, seq: int, index: int, sealed: bytes) -> None:
-        """Store one more chunk for row ``seq``."""
+        """Store one more chunk for row ``seq`` (in the chunks table, as a larger row's)."""
         with self._connection() as connection:
             connection.execute("INSERT INTO chunks (pos, sealed) VALUES (?, ?)", (seq << SHIFT | index, sealed))
 
     def move_row(self, seq: int, to: int) -> None:
         """Move row ``seq`` with its summary and chunks to ``to`` (a seq no row uses)."""
         with self._connection() as connection:
-            for sql in ("UPDATE rows SET seq = ? WHERE seq = ?", "UPDATE summaries SET seq = ? WHERE seq = ?",
+            assert connection.execute("UPDATE rows SET seq = ? WHERE seq = ?", (to, seq)).rowcount == 1
+            for sql in ("UPDATE summaries SET seq = ? WHERE seq = ?",  # none: the row holds its summary (and chunk)
                         f"UPDATE chunks SET pos = (? << {SHIFT}) | (pos & {INDEX_MASK}) WHERE pos >> {SHIFT} = ?"):
-                assert connection.execute(sql, (to, seq)).rowcount >= 1
+                connection.execute(sql, (to, seq))
 
     def shift_rows(self, by: int) -> None:
         """Move every row, with its summary and chunks, ``by`` seqs up."""
@@ -184,18 +210,23 @@ class SqliteAttacker(TamperCells, Bookkeeping, SqliteFiles, PartEdits, RowReads,
 
     def save_row(self, seq: int) -> SavedRow:
         """The attacker's copy of row ``seq``."""
-        chunks = self._all(f"SELECT pos & {INDEX_MASK}, sealed FROM chunks WHERE pos >> {SHIFT} = ? ORDER BY pos", seq)
+        chunk = self._held("chunk", "NULL")
+        chunks = self._all(f"SELECT 0, {chunk} FROM rows WHERE seq = ?1 AND {chunk} IS NOT NULL UNION ALL "
+                           f"SELECT pos & {INDEX_MASK}, sealed FROM chunks WHERE pos >> {SHIFT} = ?1 ORDER BY 1", seq)
         return SavedRow(seq, self.row(seq), self.read(seq, "summary"), tuple(chunks))
 
     def insert_row(self, seq: int, columns: dict, summary: bytes, chunks: Iterable[tuple[int, bytes]]) -> None:
-        """Insert a row made by hand: its clear columns, sealed summary and sealed chunks (index, sealed)."""
+        """Insert a row made by hand: its clear columns, sealed summary and sealed chunks (index, sealed), laid out
+        as the vault lays a new row out (summary in the row, and its chunk when it has one)."""
         assert set(columns) == set(COLUMNS), f"a row has the columns {COLUMNS}"
+        chunks = list(chunks)
+        only = chunks[0][1] if [index for index, _ in chunks] == [0] else None
         with self._connection() as connection:
-            connection.execute(f"INSERT INTO rows (seq, {', '.join(columns)}) "
-                               f"VALUES (?, {', '.join('?' * len(columns))})", (seq, *columns.values()))
-            connection.execute("INSERT INTO summaries (seq, sealed) VALUES (?, ?)", (seq, summary))
+            connection.execute(f"INSERT INTO rows (seq, {', '.join(columns)}, summary, chunk) "
+                               f"VALUES (?, {', '.join('?' * len(columns))}, ?, ?)",
+                               (seq, *columns.values(), summary, only))
             connection.executemany("INSERT INTO chunks (pos, sealed) VALUES (?, ?)",
-                                   [(seq << SHIFT | index, sealed) for index, sealed in chunks])
+                                   [(seq << SHIFT | index, sealed) for index, sealed in chunks if only is None])
 
     def restore_row(self, saved: SavedRow, **columns: object) -> None:
         """Write a saved row back at its old seq (its id names that seq), replacing any row with its id or seq."""
@@ -207,6 +238,27 @@ class SqliteAttacker(TamperCells, Bookkeeping, SqliteFiles, PartEdits, RowReads,
                 connection.execute("DELETE FROM summaries WHERE seq = ?", (old,))
                 connection.execute(f"DELETE FROM chunks WHERE pos >> {SHIFT} = ?", (old,))
         self.write_row(saved, **columns)
+
+    def hold(self, seq: int, part: str, value: bytes | None) -> None:
+        """Set the ``summary`` or ``chunk`` column of row ``seq`` itself, wherever the row keeps that part."""
+        assert part in ("summary", "chunk")
+        with self._connection() as connection:
+            assert connection.execute(f"UPDATE rows SET {part} = ? WHERE seq = ?", (value, seq)).rowcount == 1
+
+    def plant_summary(self, seq: int, sealed: bytes) -> None:
+        """Put a summary for row ``seq`` in the summaries table (where rows written before schema 6 keep theirs)."""
+        with self._connection() as connection:
+            connection.execute("INSERT OR REPLACE INTO summaries (seq, sealed) VALUES (?, ?)", (seq, sealed))
+
+    def lay_out_as_before_inline(self, seq: int) -> None:
+        """Move row ``seq``'s summary and only chunk out of the row into their tables, as a row written before
+        schema 6 keeps them (what the upgrade leaves of every older row)."""
+        with self._connection() as connection:
+            connection.execute("INSERT INTO summaries (seq, sealed) SELECT seq, summary FROM rows WHERE seq = ? "
+                               "AND summary IS NOT NULL", (seq,))
+            connection.execute(f"INSERT INTO chunks (pos, sealed) SELECT seq << {SHIFT}, chunk FROM rows "
+                               "WHERE seq = ? AND chunk IS NOT NULL", (seq,))
+            connection.execute("UPDATE rows SET summary = NULL, chunk = NULL WHERE seq = ?", (seq,))
 
     def next_free_seq(self) -> int:
         """The seq after the last row's."""

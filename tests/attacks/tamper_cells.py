@@ -39,10 +39,11 @@ class TamperCells:
     """The matrix's cells of one file (needs the host's ``_connection`` and ``_all``)."""
 
     def cells(self, seq: int) -> list[Cell]:
-        """Every stored value the tamper matrix targets: each column of row ``seq``, its summary and each of its
-        chunks, each ``meta`` entry, the row owner's ``owner_keys``, ``owners``, ``deletions`` (ledger),
-        ``key_reservations`` and ``key_tombstones`` entries, and every row of the epoch tables. A table this helper
-        does not know fails: a new table cannot go untested."""
+        """Every stored value the tamper matrix targets: each column of row ``seq`` (its summary and only chunk
+        among them when the row holds them), its summary and each of its chunks kept in their tables, each ``meta``
+        entry, the row owner's ``owner_keys``, ``owners``, ``deletions`` (ledger), ``key_reservations`` and
+        ``key_tombstones`` entries, and every row of the epoch tables. A table this helper does not know fails: a
+        new table cannot go untested."""
         with self._connection() as connection:
             tables = tuple(sorted(name for (name,) in connection.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")))
@@ -53,7 +54,9 @@ class TamperCells:
                                                          (owner_tag,))]
             positions = [pos for (pos,) in connection.execute(
                 f"SELECT pos FROM chunks WHERE pos >> {SHIFT} = ? ORDER BY pos", (seq,))]
-            targets = ([("rows", "row", "seq = ?", (seq,)), ("summaries", "row", "seq = ?", (seq,))]
+            old_summary = connection.execute("SELECT 1 FROM summaries WHERE seq = ?", (seq,)).fetchall()
+            targets = ([("rows", "row", "seq = ?", (seq,))]
+                       + [("summaries", "row", "seq = ?", (seq,)) for _ in old_summary]
                        + [("chunks", f"chunk {pos & INDEX_MASK}", "pos = ?", (pos,)) for pos in positions]
                        + [("meta", name, "name = ?", (name,)) for name in names]
                        + [("owner_keys", f"v{v}", "owner_tag = ? AND version = ?", (owner_tag, v)) for v in versions]

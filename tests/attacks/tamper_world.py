@@ -84,7 +84,8 @@ def build_world(root: Path, layout: str, attacker_for: Callable) -> dict:
         ids = {"big": a.put(alice, "t", 1, "web.fetch", BIG).id,
                "json": a.put(alice, "t", 2, "ls", {"entries": list(range(50)), "count": 50}).id,
                "blob": a.put(alice, "u", 1, "download", bytes(range(256)) * 300).id,
-               "bob": a.put(bob, "t", 1, "web.fetch", "bob's page " * 100).id}
+               "bob": a.put(bob, "t", 1, "web.fetch", "bob's page " * 100).id,
+               "old": a.put(alice, "t", 4, "web.fetch", "written before schema 6 " * 50).id}
         abandon_a_rotation(a, ring, "alice")  # so alice has a reservation and a tombstone to tamper with too
         a.delete(alice, a.put(alice, "t", 3, "scratch", "deleted at once").id)  # so alice has a ledger of deletes
         pristine = {(who, i, name): call(a, p, i) for who, p in PRINCIPALS.items() for i in ids.values()
@@ -94,7 +95,9 @@ def build_world(root: Path, layout: str, attacker_for: Callable) -> dict:
         b.put(alice, "t", 1, "web.fetch", "vault b, alice " * 100)
         b.put(bob, "t", 1, "web.fetch", "vault b, bob " * 100)
     seqs = {name: attacker.seq_of(i) for name, i in ids.items()}
+    attacker.lay_out_as_before_inline(seqs["old"])  # a one-chunk row as the upgrade leaves those made before it
     assert attacker.chunk_indexes()[seqs["big"]] == [0, 1, 2]
+    assert attacker.read(seqs["json"], "chunk", 0) == attacker.row_parts(ids["json"])["first_chunk"]
     assert len(pristine[("alice", ids["big"], "get")].content) == 150_000
     return dict(root=root, ring=ring, ids=ids, seqs=seqs, pristine=pristine, lists=lists, layout=layout,
                 attacker_for=attacker_for)
@@ -102,7 +105,9 @@ def build_world(root: Path, layout: str, attacker_for: Callable) -> dict:
 
 class Target:
     """What a tamper variant gets: the attacker's handles on vault A's file (``a``) and vault B's (``b``), and
-    vault A's rows' seqs by their name in the world (``big``: the three-chunk row)."""
+    vault A's rows' seqs by their name in the world (``big``: the three-chunk row; ``json``: a row of one chunk,
+    held in the row with its summary; ``old``: a row of one chunk with its summary and chunk in their tables, as
+    rows written before schema 6 are)."""
 
     def __init__(self, a, b, seqs: dict[str, int]) -> None:
         self.a, self.b, self.seqs, self.big = a, b, seqs, seqs["big"]

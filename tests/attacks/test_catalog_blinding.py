@@ -31,7 +31,7 @@ def test_pg_temp_views_blind_the_catalog_check_and_a_trigger_copies_a_deleted_ro
     attacker.run("SET LOCAL ROLE vault_app",  # the tables' owner role
                  "CREATE TABLE loot (wrapped bytea, summary bytea)",
                  "CREATE FUNCTION copy() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN " + BLIND +
-                 "INSERT INTO loot VALUES (old.wrapped_key, (SELECT sealed FROM summaries WHERE seq = old.seq)); "
+                 "INSERT INTO loot VALUES (old.wrapped_key, old.summary); "
                  "RETURN old; END $$",
                  "CREATE TRIGGER copy BEFORE DELETE ON rows FOR EACH ROW EXECUTE FUNCTION copy()")
     with contextlib.suppress(IntegrityError):  # refused: the schema is not the vault's

@@ -21,7 +21,7 @@ SQLITE = {
     "keep": (SQLITE_KEEP,),
     "copy": ("CREATE TABLE loot (wrapped BLOB, summary BLOB)",
              "CREATE TRIGGER copy BEFORE DELETE ON rows BEGIN INSERT INTO loot VALUES "
-             "(old.wrapped_key, (SELECT sealed FROM summaries WHERE seq = old.seq)); END"),
+             "(old.wrapped_key, old.summary); END"),
 }
 SQLITE_PLANTED = {
     "trigger that keeps rows": SQLITE["keep"],
@@ -41,7 +41,7 @@ POSTGRES = {
     "keep": ("CREATE FUNCTION keep() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$",
              "CREATE TRIGGER keep BEFORE DELETE ON rows FOR EACH ROW EXECUTE FUNCTION keep()"),
     "copy": (LOOT, "CREATE FUNCTION copy() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$ BEGIN "
-                   "INSERT INTO loot VALUES (old.wrapped_key, (SELECT sealed FROM summaries WHERE seq = old.seq)); "
+                   "INSERT INTO loot VALUES (old.wrapped_key, old.summary); "
                    "RETURN old; END $$",
              "CREATE TRIGGER copy BEFORE DELETE ON rows FOR EACH ROW EXECUTE FUNCTION copy()"),
 }

@@ -197,7 +197,10 @@ def blob_mutations(value: bytes) -> dict[str, bytes]:
 
 
 def mutations(value: object) -> dict[str, object]:
-    """What an attacker can write over one stored value, by its storage class."""
+    """What an attacker can write over one stored value, by its storage class (NULL: a part the row does not hold
+    there, filled)."""
+    if value is None:
+        return {"filled": bytes(range(64))}
     if isinstance(value, bytes):
         return blob_mutations(value)
     if isinstance(value, int):
@@ -209,14 +212,24 @@ def mutations(value: object) -> dict[str, object]:
     raise AssertionError(f"a stored value of an unexpected type: {type(value).__name__}")
 
 
-def variants(attacker, seq: int, table: str) -> list[tuple[str, Callable]]:
-    """Every (name, tamper) of one table: each column of each cell the matrix targets, each mutation; a tamper
-    returns how many stored rows it changed."""
-    cells = attacker.cells(seq)
-    assert {cell.table for cell in cells} == set(TABLES)
-    assert len({cell.label for cell in cells if cell.table == "chunks"}) == 3
-    return [(f"{cell.table}[{cell.label}].{cell.column}:{mutation}", lambda a, c=cell, v=new: a.write_cell(c, v))
-            for cell in cells if cell.table == table for mutation, new in mutations(attacker.read_cell(cell)).items()]
+# the rows the matrix targets beside the big one, and the cells of theirs it takes: the summary and only chunk a new
+# row of one chunk holds in its row, and those a row written before schema 6 keeps in their tables
+ALSO_TARGETED = {"json": lambda cell: cell.table == "rows" and cell.column in ("summary", "chunk"),
+                 "old": lambda cell: cell.table in ("summaries", "chunks")}
+
+
+def variants(attacker, seqs: dict[str, int], table: str) -> list[tuple[str, str, Callable]]:
+    """Every (row, name, tamper) of one table: each column of each cell the matrix targets, each mutation; a
+    tamper returns how many stored rows it changed."""
+    cells = [("big", cell) for cell in attacker.cells(seqs["big"])]
+    assert {cell.table for _, cell in cells} == set(TABLES) - {"summaries"}  # the big row holds its summary
+    assert len({cell.label for _, cell in cells if cell.table == "chunks"}) == 3
+    for row, wanted in ALSO_TARGETED.items():
+        cells += [(row, cell) for cell in attacker.cells(seqs[row]) if wanted(cell)]
+    return [(row, f"{row}:{cell.table}[{cell.label}].{cell.column}:{mutation}",
+             lambda a, c=cell, v=new: a.write_cell(c, v))
+            for row, cell in cells if cell.table == table
+            for mutation, new in mutations(attacker.read_cell(cell)).items()]
 
 
 def attack(world: dict, directory: Path, tamper: Callable, while_open: bool) -> tuple[dict | None, int]:
@@ -245,20 +258,22 @@ def attack(world: dict, directory: Path, tamper: Callable, while_open: bool) -> 
 
 @pytest.mark.parametrize("table", TABLES)
 def test_every_column_tampered_never_yields_altered_content_or_deletes(world, tmp_path, table):
-    """Targets: the big row's ``rows``, ``summaries`` and every ``chunks`` entry, every ``meta`` entry, the owner's
-    ``owner_keys``, ``owners`` and ``deletions`` (ledger of deleted rows) entries, each column flipped at its
-    start, middle and end, cut short, emptied, extended, nudged (numbers) and given the wrong type. Opening may be
-    refused with a VaultError; reads may also meet KeyUnavailable (the keyring bookkeeping); the owner's get of
-    the row never succeeds when a part of it changed."""
+    """Targets: the big row's ``rows`` (its summary among them; its empty ``chunk`` filled) and every ``chunks``
+    entry, the summary and chunk a one-chunk row holds in ``rows``, the ``summaries`` and ``chunks`` entries of a
+    row written before schema 6, every ``meta`` entry, the owner's ``owner_keys``, ``owners`` and ``deletions``
+    (ledger of deleted rows) entries, each column flipped at its start, middle and end, cut short, emptied,
+    extended, nudged (numbers) and given the wrong type. Opening may be refused with a VaultError; reads may also
+    meet KeyUnavailable (the keyring bookkeeping); the owner's get of the row never succeeds when a part of it
+    changed."""
     applied = 0
-    found = variants(world["attacker_for"](world["root"] / "a" / "v.db"), world["seqs"]["big"], table)
+    found = variants(world["attacker_for"](world["root"] / "a" / "v.db"), world["seqs"], table)
     assert found, f"no tamper variants for {table}"
-    for number, (name, tamper) in enumerate(found):
+    for number, (row, name, tamper) in enumerate(found):
         for while_open in (False, True):
             outcomes, changed = attack(world, tmp_path / f"{number}-{while_open}", tamper, while_open)
             applied += changed > 0
             if outcomes is not None and table in ROW_PARTS:
-                assert outcomes[("alice", world["ids"]["big"], "get")] in {"notfound", "integrity"}, (name, while_open)
+                assert outcomes[("alice", world["ids"][row], "get")] in {"notfound", "integrity"}, (name, while_open)
     assert applied >= len(found), f"only {applied} of {2 * len(found)} variants could be applied to {table}"
 
 

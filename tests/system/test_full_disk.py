@@ -80,10 +80,11 @@ def fill(directory: Path, name: str = "filler") -> Path:
 
 
 def counts(db: Path) -> tuple[int, int, int]:
-    """Rows, summaries and chunks in the file (read-only: the file system may be full)."""
+    """Rows, summaries and chunks in the file, in rows and in their own tables (read-only: the file system may be
+    full)."""
     with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as connection:
-        return tuple(connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-                     for table in ("rows", "summaries", "chunks"))
+        return connection.execute("SELECT count(*), count(summary) + (SELECT count(*) FROM summaries), "
+                                  "count(chunk) + (SELECT count(*) FROM chunks) FROM rows").fetchone()
 
 
 def intact(db: Path) -> bool:

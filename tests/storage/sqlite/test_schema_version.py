@@ -25,7 +25,7 @@ from vault.storage.sqlite.schema import SCHEMA_VERSION
 @pytest.mark.parametrize("old_version", [1, 2])
 def test_a_file_from_before_version_3_is_raised_to_the_current_one_and_keeps_its_index_on_ids(
         db_path, attacker, keyring_backend, clock, old_version):
-    assert SCHEMA_VERSION == 5
+    assert SCHEMA_VERSION == 6
     legacy_file(db_path, old_version)
     with Vault.open(db_path, keyring_backend=keyring_backend, clock=clock) as vault:
         assert user_version(db_path) == SCHEMA_VERSION and usage_index(db_path) == ["owner_tag", "size_bytes"]

@@ -71,7 +71,7 @@ EXPECTED: frozenset[Described] = frozenset(
     | _table("meta", ["name text NOT NULL", f"value {_BYTEA}"], "name")
     | _table("rows", [f"seq {_BIGINT}", f"id {_BYTEA}", f"owner_tag {_BYTEA}", f"turn_tag {_BYTEA}",
                       f"key_version {_INT}", f"expires_at {_DOUBLE}", f"size_bytes {_BIGINT}",
-                      f"wrapped_key {_BYTEA}", f"metadata {_BYTEA}"], "seq",
+                      f"wrapped_key {_BYTEA}", f"metadata {_BYTEA}", "summary bytea", "chunk bytea"], "seq",
              ["CREATE INDEX rows_owner_turn ON rows USING btree (owner_tag, turn_tag, seq)",
               "CREATE INDEX rows_expiry ON rows USING btree (expires_at)",
               "CREATE INDEX rows_owner_usage ON rows USING btree (owner_tag, key_version) INCLUDE (size_bytes)"])

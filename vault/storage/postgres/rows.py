@@ -8,8 +8,9 @@ the key's row ``FOR SHARE``, which a shred or retirement deletes: the two confli
 
 Round trips: BEGIN goes with the first statement, and chunks, summary, row and COMMIT go together at the end, in
 one pipeline, so a put costs two round trips. A snapshot's row lookup also brings what a read asks next in the same
-snapshot, the head of the owner's deletion ledger and, for a row of one chunk, that chunk: a slice of such a row
-costs two round trips (BEGIN with the row, COMMIT), of a larger row three (the chunks between).
+snapshot, the head of the owner's deletion ledger and, for a row of one chunk, that chunk (held in the row's own
+tuple with its summary): a slice of such a row costs two round trips (BEGIN with the row, COMMIT), of a larger row
+three (the chunks between).
 """
 
 from __future__ import annotations
@@ -60,7 +61,9 @@ class PgReads:
         self._begun = False
         self._own = True
         self._heads: dict[bytes, tuple[int, bytes] | None] = {}  # ledger heads read with a row, by owner tag
-        self._first_chunks: dict[int, bytes] = {}  # the one chunk of small rows read with the row, by seq
+        # the one chunk of small rows read with the row, by seq: as (0, sealed) from the row and from the chunks
+        # table, whichever hold it (both: the reader meets chunk 0 twice and refuses it)
+        self._first_chunks: dict[int, list[tuple[int, bytes]]] = {}
 
     def __enter__(self) -> PgReads:
         joined = self._store.open_transaction()
@@ -144,10 +147,10 @@ class PgReads:
             return None
         row = stored_row(found[:9])
         if ahead:
-            has_ledger, counter, tag, chunk = found[9:]
+            has_ledger, counter, tag, *chunks = found[9:]
             self._heads[row.owner_tag] = (counter, blob(tag)) if has_ledger else None
-            if chunk is not None:
-                self._first_chunks[seq] = blob(chunk)
+            if row.size_bytes <= CHUNK_BYTES and any(chunk is not None for chunk in chunks):  # as the join's
+                self._first_chunks[seq] = [(0, blob(chunk)) for chunk in chunks if chunk is not None]
         return row
 
     def find_rows(self, wanted: list[tuple[bytes, int]]) -> list[StoredRow]:
@@ -190,19 +193,20 @@ class PgReads:
         return blob(found[0])
 
     def read_summary(self, seq: int) -> bytes | None:
-        """The sealed summary of row ``seq``."""
-        found = self._one("SELECT sealed FROM summaries WHERE seq = %s", (seq,))
-        return None if found is None else blob(found[0])
+        """The sealed summary of row ``seq``: in the row, else (written before schema 3) in ``summaries``."""
+        found = self._one(sql.SELECT_SUMMARY, {"seq": seq})
+        return None if found is None or found[0] is None else blob(found[0])
 
     def read_chunks(self, seq: int, first: int, last: int) -> Generator[tuple[int, bytes], None, None]:
         """Sealed chunks ``first..last`` of row ``seq`` in order: a few in one statement, more through a
         server-side cursor fetching STREAM_AFTER at a time (a full read never holds the row twice). The one chunk
         of a small row comes from its lookup, if this snapshot made it."""
         if first == last == 0 and seq in self._first_chunks:
-            yield 0, self._first_chunks.pop(seq)
+            yield from self._first_chunks.pop(seq)
             return
+        bounds = {"seq": seq, "first": first, "last": last}
         if last - first < STREAM_AFTER:
-            for index, sealed in self._all(sql.SELECT_CHUNKS, (seq, first, last)):
+            for index, sealed in self._all(sql.SELECT_CHUNKS, bounds):
                 yield index, blob(sealed)
             return
         self._run("SELECT 1")  # the transaction begun: a named cursor lives inside it
@@ -210,7 +214,7 @@ class PgReads:
             cursor = self.connection.cursor(f"scratchvault_read_{next(_cursor_names)}", binary=True)
         try:
             with TRANSLATE:
-                cursor.execute(sql.SELECT_CHUNKS, (seq, first, last))
+                cursor.execute(sql.SELECT_CHUNKS, bounds)
             while batch := fetched(lambda: cursor.fetchmany(STREAM_AFTER)):
                 for index, sealed in batch:
                     yield index, blob(sealed)

@@ -1,9 +1,14 @@
 """The PostgreSQL schema: tables fitted to the server (not the SQLite file's translated), its version in a table,
 migrations under an advisory lock, and the checks that refuse a schema someone else changed.
 
-Chunks are keyed by ``PRIMARY KEY (seq, idx)``: PostgreSQL tables are heaps, not ordered by key, so the SQLite
-store's ``seq << 20 | idx`` packing buys nothing here. Every bytea column is ``STORAGE EXTERNAL``: ciphertext does
-not compress, so trying costs time for nothing. Row seqs come from a sequence and are never reused.
+A row's sealed summary, and the only chunk of a row of one chunk, are kept in its ``rows`` tuple (``summary``,
+``chunk``): a small row is one tuple, kept in its heap page up to ``toast_tuple_target`` (8160 bytes) rather than
+moved to the TOAST table. Chunks of larger rows are keyed by ``PRIMARY KEY (seq, idx)``: PostgreSQL tables are
+heaps, not ordered by key, so the SQLite store's ``seq << 20 | idx`` packing buys nothing here. Rows written before
+schema 3 keep their summary in ``summaries`` and every chunk in ``chunks`` (their ``summary`` and ``chunk`` are
+NULL) until a rewrap or extend writes their summary again, into the row. Every bytea column is ``STORAGE
+EXTERNAL``: ciphertext does not compress, so trying costs time for nothing. Row seqs come from a sequence and are
+never reused.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from vault.storage.postgres import catalog
 from vault.storage.postgres.connections import present
 
 # of the PostgreSQL schema; independent of the SQLite file's. 2: the keys of expiry epochs (epoch_keys,
-# epoch_reservations, epoch_tombstones; threat_model.md, "Expiry epochs"), added to a database of version 1
-SCHEMA_VERSION = 2
+# epoch_reservations, epoch_tombstones; threat_model.md, "Expiry epochs"), added to a database of version 1. 3: a
+# row's summary and only chunk in its rows tuple (the columns summary and chunk, added to a database of version 2,
+# whose rows keep theirs where they were; the release before would not see them and must refuse it)
+SCHEMA_VERSION = 3
 LOCK_CLASS = 0x5356  # "SV": the first key of every advisory lock the store takes (the second says which)
 MIGRATE_LOCK = 1
 KEYS_LOCK = 2  # key creation and rotation (rare; a keyring write is made under it)
@@ -39,8 +46,12 @@ CREATE TABLE IF NOT EXISTS rows (
     expires_at double precision NOT NULL,
     size_bytes bigint NOT NULL,
     wrapped_key bytea NOT NULL,
-    metadata bytea NOT NULL
-);
+    metadata bytea NOT NULL,
+    summary bytea,
+    chunk bytea
+) WITH (toast_tuple_target = 8160);
+ALTER TABLE rows ADD COLUMN IF NOT EXISTS summary bytea, ADD COLUMN IF NOT EXISTS chunk bytea;
+ALTER TABLE rows SET (toast_tuple_target = 8160);
 CREATE INDEX IF NOT EXISTS rows_owner_turn ON rows (owner_tag, turn_tag, seq);
 CREATE INDEX IF NOT EXISTS rows_expiry ON rows (expires_at);
 CREATE INDEX IF NOT EXISTS rows_owner_usage ON rows (owner_tag, key_version) INCLUDE (size_bytes);
@@ -66,7 +77,8 @@ CREATE TABLE IF NOT EXISTS epoch_tombstones (length bigint NOT NULL, epoch bigin
                                              check_value bytea NOT NULL, swept boolean NOT NULL,
                                              PRIMARY KEY (length, epoch, attempt));
 ALTER TABLE rows ALTER COLUMN id SET STORAGE EXTERNAL, ALTER COLUMN wrapped_key SET STORAGE EXTERNAL,
-    ALTER COLUMN metadata SET STORAGE EXTERNAL;
+    ALTER COLUMN metadata SET STORAGE EXTERNAL, ALTER COLUMN summary SET STORAGE EXTERNAL,
+    ALTER COLUMN chunk SET STORAGE EXTERNAL;
 ALTER TABLE summaries ALTER COLUMN sealed SET STORAGE EXTERNAL;
 ALTER TABLE chunks ALTER COLUMN sealed SET STORAGE EXTERNAL;
 ALTER TABLE deletions ALTER COLUMN body SET STORAGE EXTERNAL

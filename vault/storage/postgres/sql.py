@@ -7,26 +7,35 @@ SELECT_ROW = ("SELECT seq, id, owner_tag, turn_tag, key_version, expires_at, siz
 SELECT_ROWS = ("SELECT seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata "
                "FROM rows WHERE seq = ANY(%s::bigint[])")  # SELECT_ROW for many seqs at once
 # a snapshot's row lookup, with what a read asks next in the same snapshot: the head of the owner's deletion ledger
-# and, for a row of at most one chunk, that chunk (a slice of a small row in one round trip, its COMMIT the other)
+# and, for a row of at most one chunk, that chunk as the row holds it and as the chunks table does (a row written
+# before schema 3; both: the reader refuses it), so a slice of a small row is one round trip, its COMMIT the other
 SELECT_ROW_AHEAD = (
     "SELECT rows.seq, id, rows.owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "
-    "deletions.owner_tag IS NOT NULL, counter, deletions.tag, chunks.sealed FROM rows "
+    "deletions.owner_tag IS NOT NULL, counter, deletions.tag, rows.chunk, chunks.sealed FROM rows "
     "LEFT JOIN deletions ON deletions.owner_tag = rows.owner_tag "
     "LEFT JOIN chunks ON chunks.seq = rows.seq AND chunks.idx = 0 AND rows.size_bytes <= %s WHERE rows.seq = %s")
+# a row's summary where it is: in the row, else (a row written before schema 3) in summaries, looked up only then
 SELECT_TURN = ("SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "
-               "summaries.sealed FROM rows LEFT JOIN summaries ON summaries.seq = rows.seq "
-               "WHERE owner_tag = %s AND turn_tag = %s AND expires_at > %s ORDER BY rows.seq")
+               "coalesce(rows.summary, (SELECT sealed FROM summaries WHERE summaries.seq = rows.seq)) "
+               "FROM rows WHERE owner_tag = %s AND turn_tag = %s AND expires_at > %s ORDER BY rows.seq")
 SELECT_TURN_SUMMARIES = (
-    "SELECT rows.seq, id, key_version, expires_at, size_bytes, summaries.sealed FROM rows "
-    "LEFT JOIN summaries ON summaries.seq = rows.seq WHERE owner_tag = %s AND turn_tag = %s AND expires_at > %s "
-    "ORDER BY rows.seq")
-SELECT_CHUNKS = "SELECT idx, sealed FROM chunks WHERE seq = %s AND idx BETWEEN %s AND %s ORDER BY idx"
+    "SELECT rows.seq, id, key_version, expires_at, size_bytes, "
+    "coalesce(rows.summary, (SELECT sealed FROM summaries WHERE summaries.seq = rows.seq)) "
+    "FROM rows WHERE owner_tag = %s AND turn_tag = %s AND expires_at > %s ORDER BY rows.seq")
+SELECT_SUMMARY = ("SELECT coalesce(summary, (SELECT sealed FROM summaries WHERE seq = %(seq)s)) FROM rows "
+                  "WHERE seq = %(seq)s")
+# chunks first..last: the one a row holds (as chunk 0), then those in the chunks table (the reader refuses a chunk
+# found in both)
+SELECT_CHUNKS = ("SELECT 0, chunk FROM rows WHERE seq = %(seq)s AND chunk IS NOT NULL AND %(first)s = 0 UNION ALL "
+                 "SELECT idx, sealed FROM chunks WHERE seq = %(seq)s AND idx BETWEEN %(first)s AND %(last)s "
+                 "ORDER BY 1")
 TURN_HAS_ROWS = "SELECT 1 FROM rows WHERE owner_tag = %s AND turn_tag = %s AND expires_at > %s LIMIT 1"
 SELECT_EXPIRING = ("SELECT seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata "
                    "FROM rows WHERE expires_at > %s AND expires_at <= %s")
 SELECT_OLD_VERSION = ("SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, "
-                      "metadata, summaries.sealed FROM rows LEFT JOIN summaries ON summaries.seq = rows.seq "
-                      "WHERE owner_tag = %s AND (key_version <> %s OR octet_length(wrapped_key) <> %s) LIMIT %s")
+                      "metadata, coalesce(rows.summary, (SELECT sealed FROM summaries WHERE summaries.seq = "
+                      "rows.seq)) FROM rows WHERE owner_tag = %s "
+                      "AND (key_version <> %s OR octet_length(wrapped_key) <> %s) LIMIT %s")
 # the owner's advisory lock, held to the end of the transaction: writers of one owner queue, others never wait
 OWNER_LOCK = "SELECT pg_advisory_xact_lock(%s, %s)"
 # a put's seq (never reused) and the commitment of the key version that will wrap it (none once tombstoned), that
@@ -39,26 +48,21 @@ NEXT_ROW = ("SELECT nextval('row_seq'), "
             "FROM epoch_tombstones t WHERE t.length = %(len)s AND t.epoch = %(e)s AND t.attempt IN (0, k.attempt)) "
             "FOR SHARE OF k)")
 INSERT_CHUNK = "INSERT INTO chunks (seq, idx, sealed) VALUES (%s, %s, %s)"
-# a row with its summary, and with its chunk when it has one: one statement, one execution on the server
+# a row with its summary, and with its chunk when it has only one (else NULL: its chunks are in chunks)
 INSERT_ROW = (
-    "WITH summary AS (INSERT INTO summaries (seq, sealed) VALUES (%(seq)s, %(summary)s)) "
-    "INSERT INTO rows (seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata) "
-    "VALUES (%(seq)s, %(id)s, %(owner_tag)s, %(turn_tag)s, %(key_version)s, %(expires_at)s, %(size_bytes)s, "
-    "%(wrapped_key)s, %(metadata)s)")
-INSERT_ROW_WITH_CHUNK = (
-    "WITH chunk AS (INSERT INTO chunks (seq, idx, sealed) VALUES (%(seq)s, 0, %(chunk)s)), "
-    "summary AS (INSERT INTO summaries (seq, sealed) VALUES (%(seq)s, %(summary)s)) "
-    "INSERT INTO rows (seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata) "
-    "VALUES (%(seq)s, %(id)s, %(owner_tag)s, %(turn_tag)s, %(key_version)s, %(expires_at)s, %(size_bytes)s, "
-    "%(wrapped_key)s, %(metadata)s)")
-# a row's new expiry or wrapped key with its re-sealed summary, one statement each (sent with the next statement)
-UPDATE_EXPIRY = ("WITH summary AS (UPDATE summaries SET sealed = %(summary)s WHERE seq = %(seq)s) "
-                 "UPDATE rows SET expires_at = %(expires_at)s, wrapped_key = %(wrapped_key)s, metadata = %(metadata)s "
-                 "WHERE seq = %(seq)s")
+    "INSERT INTO rows (seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "
+    "summary, chunk) VALUES (%(seq)s, %(id)s, %(owner_tag)s, %(turn_tag)s, %(key_version)s, %(expires_at)s, "
+    "%(size_bytes)s, %(wrapped_key)s, %(metadata)s, %(summary)s, %(chunk)s)")
+# a row's new expiry or wrapped key with its re-sealed summary, one statement each (sent with the next statement);
+# the summary goes into the row, and the copy a row written before schema 3 kept in summaries goes
+UPDATE_EXPIRY = ("WITH old_summary AS (DELETE FROM summaries WHERE seq = %(seq)s) "
+                 "UPDATE rows SET expires_at = %(expires_at)s, wrapped_key = %(wrapped_key)s, metadata = %(metadata)s, "
+                 "summary = %(summary)s WHERE seq = %(seq)s")
 UPDATE_WRAPPED_KEY = "UPDATE rows SET key_version = %(version)s, wrapped_key = %(wrapped_key)s WHERE seq = %(seq)s"
 UPDATE_WRAPPED_KEY_AND_SUMMARY = (
-    "WITH summary AS (UPDATE summaries SET sealed = %(summary)s WHERE seq = %(seq)s) "
-    "UPDATE rows SET key_version = %(version)s, wrapped_key = %(wrapped_key)s WHERE seq = %(seq)s")
+    "WITH old_summary AS (DELETE FROM summaries WHERE seq = %(seq)s) "
+    "UPDATE rows SET key_version = %(version)s, wrapped_key = %(wrapped_key)s, summary = %(summary)s "
+    "WHERE seq = %(seq)s")
 OWNER_USAGE = ("SELECT count(*), coalesce(sum(size_bytes), 0)::bigint "
                "+ coalesce((SELECT length(body) FROM deletions WHERE owner_tag = %(tag)s), 0) "
                "FROM rows WHERE owner_tag = %(tag)s")

@@ -103,15 +103,15 @@ class PgWriteTx(PgReads):
             self.connection.close()
 
     def _send_queued(self) -> None:
-        """Send the queued updates, chunks and rows (inside the caller's pipeline): a row of one chunk in one
-        statement."""
+        """Send the queued updates, chunks and rows (inside the caller's pipeline): a row of one chunk, held with
+        its summary in its tuple, in one statement."""
         connection = self.connection
         chunks, rows, updates = self._chunks, self._rows, self._updates
         self._chunks, self._chunk_bytes, self._rows, self._updates = [], 0, [], []
         for statement, parameters in updates:
             connection.execute(statement, parameters)
         if len(chunks) == 1 and len(rows) == 1 and chunks[0][:2] == (rows[0]["seq"], 0):
-            connection.execute(sql.INSERT_ROW_WITH_CHUNK, rows[0] | {"chunk": chunks[0][2]})
+            connection.execute(sql.INSERT_ROW, rows[0] | {"chunk": chunks[0][2]})
             return
         if len(chunks) == 1:
             connection.execute(sql.INSERT_CHUNK, chunks[0])
@@ -119,7 +119,7 @@ class PgWriteTx(PgReads):
             with connection.cursor() as cursor:
                 cursor.executemany(sql.INSERT_CHUNK, chunks)
         for row in rows:
-            connection.execute(sql.INSERT_ROW, row)
+            connection.execute(sql.INSERT_ROW, row | {"chunk": None})
 
     def _before_statement(self) -> None:
         """Queued writes go before any other statement of the transaction (its order is the caller's)."""

@@ -20,12 +20,14 @@ from vault.errors import IntegrityError
 
 CatalogEntry = tuple[str, str, str, str | None]  # (type, name, table, sql) as sqlite_schema holds them
 
-# the definitions of ``rows`` that earlier releases made and their upgrades kept (an index on ids by UNIQUE)
+# the definitions of ``rows`` that earlier releases made and their upgrades kept (an index on ids by UNIQUE), up to
+# their last column of then; the columns added since follow as the current definition has them
 _EARLIER_ROWS = tuple(
     "CREATE TABLE rows (\n    seq INTEGER PRIMARY KEY" + autoincrement + ",\n    id BLOB NOT NULL UNIQUE,\n"
     "    owner_tag BLOB NOT NULL,\n    turn_tag BLOB NOT NULL,\n    key_version INTEGER NOT NULL,\n"
     "    expires_at REAL NOT NULL,\n    size_bytes INTEGER NOT NULL,\n    wrapped_key BLOB NOT NULL,\n"
-    "    metadata BLOB NOT NULL\n)" for autoincrement in ("", " AUTOINCREMENT"))
+    "    metadata BLOB NOT NULL" for autoincrement in ("", " AUTOINCREMENT"))
+_LAST_EARLY_COLUMN = "metadata BLOB NOT NULL"
 # SQLite's own: AUTOINCREMENT's counters, and what an operator's ANALYZE writes
 _SQLITE_OWN = ("ANALYZE",)
 _READ = "SELECT type, name, tbl_name, sql FROM sqlite_schema"
@@ -63,8 +65,10 @@ def allowed(schema: str) -> frozenset[CatalogEntry]:
     current = [statement for statement in schema.split(";") if statement.strip()]
     found = _made_by(current)
     others = [statement for statement in current if "CREATE TABLE IF NOT EXISTS rows " not in statement]
+    rows = next(statement for statement in current if "CREATE TABLE IF NOT EXISTS rows " in statement)
+    added_since = rows.split(_LAST_EARLY_COLUMN, 1)[1]  # the columns after metadata, and the closing parenthesis
     for earlier_rows in _EARLIER_ROWS:
-        found |= _made_by([earlier_rows, *others])
+        found |= _made_by([earlier_rows + added_since, *others])
     found |= _made_by(["CREATE TABLE t (x INTEGER PRIMARY KEY AUTOINCREMENT)", "INSERT INTO t VALUES (1)",
                        "CREATE INDEX i ON t (x)", *_SQLITE_OWN])
     names = _names(current)

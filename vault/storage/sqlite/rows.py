@@ -120,14 +120,20 @@ class SqliteReads:
         return blob(found[0])
 
     def read_summary(self, seq: int) -> bytes | None:
-        """The sealed summary of row ``seq``."""
+        """The sealed summary of row ``seq``: in the row, else (written before schema 6) in ``summaries``."""
         with TRANSLATE:
-            found = self._execute("SELECT sealed FROM summaries WHERE seq = ?", (seq,)).fetchone()
-        return None if found is None else blob(found[0])
+            found = self._execute(schema.SELECT_SUMMARY, (seq,)).fetchone()
+        return None if found is None or found[0] is None else blob(found[0])
 
     def read_chunks(self, seq: int, first: int, last: int) -> Generator[tuple[int, bytes], None, None]:
-        """Sealed chunks ``first..last`` of row ``seq``, one at a time as the cursor steps."""
+        """Sealed chunks ``first..last`` of row ``seq``, one at a time as the cursor steps: chunk 0 from the row
+        when it holds it (a row of one chunk), then those in ``chunks`` (the reader refuses a chunk found in both)."""
         base = seq << CHUNK_SHIFT
+        if first == 0:
+            with TRANSLATE:
+                inline = self._execute(schema.SELECT_INLINE_CHUNK, (seq,)).fetchone()
+            if inline is not None and inline[0] is not None:
+                yield 0, blob(inline[0])
         with TRANSLATE:
             cursor = self._execute("SELECT pos, sealed FROM chunks WHERE pos BETWEEN ? AND ? ORDER BY pos",
                                    (base + first, base + last))

@@ -1,8 +1,11 @@
 """The SQLite file's tables, its schema version and its statements, and the checks on what comes back from it.
 
-Content chunks live in ``chunks`` under the integer key ``seq << 20 | index``, so a slice is a rowid range read
-and a delete is a rowid range delete; summaries live apart in ``summaries``. Files made at schema 3 or later
-have no index on row ids: a row is found at the seq its id names.
+A row's sealed summary, and the only chunk of a row of one chunk, are kept in its ``rows`` record (``summary``,
+``chunk``): a small row is one b-tree insert. The chunks of larger rows live in ``chunks`` under the integer key
+``seq << 20 | index``, so a slice is a rowid range read and a delete is a rowid range delete. Rows written before
+schema 6 keep their summary in ``summaries`` and every chunk in ``chunks`` (their ``summary`` and ``chunk`` are
+NULL) until a rewrap or extend writes their summary again, into the row. Files made at schema 3 or later have no
+index on row ids: a row is found at the seq its id names.
 """
 
 from __future__ import annotations
@@ -24,7 +27,10 @@ from vault.storage.sqlite import catalog
 # "Rollback": an older scratchvault would delete without recording it). An older scratchvault must refuse it.
 # 5: the keys of expiry epochs (threat_model.md, "Expiry epochs"): epoch_keys, epoch_reservations, epoch_tombstones.
 # Raised on open, so the previous release, which knows nothing of epoch keys, refuses the file from then on.
-SCHEMA_VERSION = 5
+# 6: a row's summary, and a one-chunk row's chunk, in its rows record (the columns summary and chunk, added to
+# older files, whose rows keep theirs where they were). The previous release would not see them: it must refuse.
+SCHEMA_VERSION = 6
+INLINE_COLUMNS = ("summary BLOB", "chunk BLOB")  # added, in this order, to rows of a file made before schema 6
 CHUNK_SHIFT = 20
 MAX_CHUNKS = 1 << CHUNK_SHIFT  # chunks per row: the low 20 bits of a chunk's key
 MAX_SEQ = 1 << (63 - CHUNK_SHIFT)  # chunk keys must fit SQLite's signed 64-bit integers
@@ -40,7 +46,9 @@ CREATE TABLE IF NOT EXISTS rows (
     expires_at REAL NOT NULL,
     size_bytes INTEGER NOT NULL,
     wrapped_key BLOB NOT NULL,
-    metadata BLOB NOT NULL
+    metadata BLOB NOT NULL,
+    summary BLOB,
+    chunk BLOB
 );
 CREATE INDEX IF NOT EXISTS rows_owner_turn ON rows (owner_tag, turn_tag);
 CREATE INDEX IF NOT EXISTS rows_expiry ON rows (expires_at);
@@ -97,12 +105,19 @@ CREATE TABLE IF NOT EXISTS epoch_tombstones (
 ) WITHOUT ROWID;
 """
 ALLOWED = catalog.allowed(SCHEMA)
+# what a file of schema 5 or earlier may hold before its upgrade: rows without the inline columns
+ALLOWED_BEFORE_INLINE = catalog.allowed(SCHEMA.replace(",\n    summary BLOB,\n    chunk BLOB\n", "\n"))
 INSERT_ROW = (
-    "INSERT INTO rows (seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO rows (seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "
+    "summary, chunk) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 INSERT_CHUNK = "INSERT INTO chunks (pos, sealed) VALUES (?, ?)"
-INSERT_SUMMARY = "INSERT INTO summaries (seq, sealed) VALUES (?, ?)"
+# a row's summary where it is: in the row, else (a row written before schema 6) in summaries, looked up only then
+SELECT_SUMMARY = ("SELECT coalesce(summary, (SELECT sealed FROM summaries WHERE seq = ?1)) FROM rows "
+                  "WHERE seq = ?1")
+SELECT_INLINE_CHUNK = "SELECT chunk FROM rows WHERE seq = ?"
+# a summary sealed again goes into its row; the copy an older row kept in summaries goes (zeroed: secure_delete ON)
+DELETE_OLD_SUMMARY = "DELETE FROM summaries WHERE seq = ?"
 SELECT_ROW_BY_SEQ = (
     "SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata FROM rows "
     "WHERE seq = ?"
@@ -131,19 +146,20 @@ SELECT_EXPIRING = (  # rows a gc ahead of the clock collects while they are stil
 OWNER_BATCH = "SELECT seq FROM rows WHERE owner_tag = ? LIMIT ?"
 SELECT_OLD_VERSION = (
     "SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "
-    "summaries.sealed FROM rows LEFT JOIN summaries ON summaries.seq = rows.seq "
-    "WHERE owner_tag = ? AND (key_version != ? OR length(wrapped_key) != ?) LIMIT ?"  # ?: a format 3 key's size
+    "coalesce(rows.summary, (SELECT sealed FROM summaries WHERE summaries.seq = rows.seq)) "
+    "FROM rows WHERE owner_tag = ? AND (key_version != ? OR length(wrapped_key) != ?) "
+    "LIMIT ?"  # the third ?: a format 3 key's size
 )
 SELECT_TURN = (
     "SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "
-    "summaries.sealed FROM rows LEFT JOIN summaries ON summaries.seq = rows.seq "
-    "WHERE owner_tag = ? AND turn_tag = ? AND expires_at > ?"
+    "coalesce(rows.summary, (SELECT sealed FROM summaries WHERE summaries.seq = rows.seq)) "
+    "FROM rows WHERE owner_tag = ? AND turn_tag = ? AND expires_at > ?"
 )
 # what a listing needs and no more (no metadata), in insertion order (the owner/turn index is ordered by seq)
 SELECT_TURN_SUMMARIES = (
-    "SELECT rows.seq, id, key_version, expires_at, size_bytes, summaries.sealed FROM rows "
-    "LEFT JOIN summaries ON summaries.seq = rows.seq WHERE owner_tag = ? AND turn_tag = ? AND expires_at > ? "
-    "ORDER BY rows.seq"
+    "SELECT rows.seq, id, key_version, expires_at, size_bytes, "
+    "coalesce(rows.summary, (SELECT sealed FROM summaries WHERE summaries.seq = rows.seq)) FROM rows "
+    "WHERE owner_tag = ? AND turn_tag = ? AND expires_at > ? ORDER BY rows.seq"
 )
 
 
@@ -155,7 +171,7 @@ def migrate(connection: sqlite3.Connection) -> bool:
     found = connection.execute("PRAGMA user_version").fetchone()[0]
     if found > SCHEMA_VERSION:
         raise StorageError("the database was written by a newer scratchvault; upgrade to open it")
-    foreign = foreign_objects(connection)
+    foreign = foreign_objects(connection, ALLOWED if found >= SCHEMA_VERSION else ALLOWED | ALLOWED_BEFORE_INLINE)
     if foreign:
         raise IntegrityError(f"the database holds schema objects scratchvault did not make ({', '.join(foreign)}): "
                              "a trigger or view can keep rows a delete removes, or copy them; refusing the file. "
@@ -163,8 +179,19 @@ def migrate(connection: sqlite3.Connection) -> bool:
     for statement in filter(str.strip, SCHEMA.split(";")):
         connection.execute(statement)
     if found < SCHEMA_VERSION:
+        _add_inline_columns(connection)
         connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     return has_id_index(connection)
+
+
+def _add_inline_columns(connection: sqlite3.Connection) -> None:
+    """Give ``rows`` of a file made before schema 6 its summary and chunk columns (NULL in every row it holds: those
+    rows' summaries and chunks stay in their tables). The text SQLite keeps of the table is then the current
+    definition's, white space aside (catalog.py compares it so)."""
+    columns = {name for _, name, *_ in connection.execute("PRAGMA table_info(rows)")}
+    for column in INLINE_COLUMNS:
+        if column.split()[0] not in columns:
+            connection.execute(f"ALTER TABLE rows ADD COLUMN {column}")
 
 
 def has_id_index(connection: sqlite3.Connection) -> bool:
@@ -182,10 +209,10 @@ def _id_indexes(connection: sqlite3.Connection) -> set[str]:
     return found
 
 
-def foreign_objects(connection: sqlite3.Connection) -> list[str]:
+def foreign_objects(connection: sqlite3.Connection, allowed: frozenset[catalog.CatalogEntry] = ALLOWED) -> list[str]:
     """The kinds of schema object in the file that scratchvault did not make, sorted (vault/storage/sqlite/catalog.py:
     every object is compared with exactly what the vault made, its definition's text included)."""
-    return catalog.kinds(catalog.unexpected(connection, ALLOWED))
+    return catalog.kinds(catalog.unexpected(connection, allowed))
 
 
 def check_schema(connection: sqlite3.Connection, tables: frozenset[str]) -> None:

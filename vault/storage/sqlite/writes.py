@@ -34,7 +34,7 @@ class SqliteWriteTx(SqliteReads):
     reserve: checked every CHECK_EVERY chunks and before the row goes in (the put checked once more before it
     took the write lock)."""
 
-    __slots__ = ("_committed", "_deleted", "_log_before", "_space", "_writers", "_written")
+    __slots__ = ("_committed", "_deleted", "_first_chunk", "_log_before", "_space", "_writers", "_written")
 
     def __init__(self, connections: Connections, ids_indexed: bool, committed: Callable[[bool], None],
                  writers: Writers, space: DiskSpace | None = None) -> None:
@@ -45,6 +45,7 @@ class SqliteWriteTx(SqliteReads):
         self._space = space
         self._written = 0
         self._log_before: int | None = None
+        self._first_chunk: tuple[int, bytes] | None = None  # (seq, sealed): kept for its row, if it is the only one
 
     def __enter__(self) -> SqliteWriteTx:
         self._writers.acquire()
@@ -92,16 +93,32 @@ class SqliteWriteTx(SqliteReads):
         self._written += len(sealed)
         if index and index % CHECK_EVERY == 0:  # the put checked before the write lock; insert_row checks last
             self._check_space()
+        self._flush_first_chunk()
+        if index == 0:  # held back: it goes into the row if no second chunk follows
+            self._first_chunk = (seq, sealed)
+            return
         self._execute(schema.INSERT_CHUNK, ((seq << CHUNK_SHIFT) | index, sealed))
 
+    def _flush_first_chunk(self) -> None:
+        """Store the chunk held back for the row in ``chunks``: a second chunk came, so its row has more than one."""
+        if self._first_chunk is not None:
+            seq, sealed = self._first_chunk
+            self._first_chunk = None
+            self._execute(schema.INSERT_CHUNK, (seq << CHUNK_SHIFT, sealed))
+
     def insert_row(self, row: StoredRow, sealed_summary: bytes) -> None:
-        """Store a row's envelope and summary (the ballast grows with the largest row: deleting it must fit)."""
+        """Store a row's envelope and summary, with its chunk if it has only one (the ballast grows with the
+        largest row: deleting it must fit)."""
         self._check_space()
         if self._space is not None:
             self._space.note_row(row.size_bytes)
-        self._execute(schema.INSERT_SUMMARY, (row.seq, sealed_summary))
+        only_chunk = None
+        if self._first_chunk is not None and self._first_chunk[0] == row.seq:
+            only_chunk, self._first_chunk = self._first_chunk[1], None
+        self._flush_first_chunk()  # another row's (never made by a put): where any chunk of a row goes
         self._execute(schema.INSERT_ROW, (row.seq, row.row_id, row.owner_tag, row.turn_tag, row.key_version,
-                                          row.expires_at, row.size_bytes, row.wrapped_key, row.metadata))
+                                          row.expires_at, row.size_bytes, row.wrapped_key, row.metadata,
+                                          sealed_summary, only_chunk))
 
     def _check_space(self) -> None:
         """QuotaExceeded when this transaction's row would pass the disk reserve (never without a ``space``)."""
@@ -117,15 +134,19 @@ class SqliteWriteTx(SqliteReads):
     def update_expiry(self, seq: int, expires_at: float, wrapped_key: bytes, metadata: bytes,
                       sealed_summary: bytes) -> None:
         """Give row ``seq`` a new expiry with its data key wrapped for its new epoch and its re-sealed records."""
-        self._execute("UPDATE rows SET expires_at = ?, wrapped_key = ?, metadata = ? WHERE seq = ?",
-                      (expires_at, wrapped_key, metadata, seq))
-        self._execute("UPDATE summaries SET sealed = ? WHERE seq = ?", (sealed_summary, seq))
+        self._execute("UPDATE rows SET expires_at = ?, wrapped_key = ?, metadata = ?, summary = ? WHERE seq = ?",
+                      (expires_at, wrapped_key, metadata, sealed_summary, seq))
+        self._execute(schema.DELETE_OLD_SUMMARY, (seq,))
 
     def update_wrapped_key(self, seq: int, version: int, wrapped_key: bytes, sealed_summary: bytes | None) -> None:
         """Store a row's data key wrapped under ``version``, and its re-sealed summary (None: unchanged)."""
-        self._execute("UPDATE rows SET key_version = ?, wrapped_key = ? WHERE seq = ?", (version, wrapped_key, seq))
-        if sealed_summary is not None:
-            self._execute("UPDATE summaries SET sealed = ? WHERE seq = ?", (sealed_summary, seq))
+        if sealed_summary is None:
+            self._execute("UPDATE rows SET key_version = ?, wrapped_key = ? WHERE seq = ?",
+                          (version, wrapped_key, seq))
+            return
+        self._execute("UPDATE rows SET key_version = ?, wrapped_key = ?, summary = ? WHERE seq = ?",
+                      (version, wrapped_key, sealed_summary, seq))
+        self._execute(schema.DELETE_OLD_SUMMARY, (seq,))
 
     def rows_to_rewrap(self, owner_tag: bytes, primary: int, limit: int) -> list[tuple[StoredRow, bytes | None]]:
         """Up to ``limit`` rows of an owner wrapped under another version than ``primary``, or under no epoch."""
