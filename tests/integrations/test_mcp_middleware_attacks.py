@@ -34,7 +34,7 @@ class Server:
 
     def __init__(self, db_path) -> None:
         self.calls = 0
-        self.namespace = readme_server(db_path, self._count)
+        self.namespace = readme_server(self._count)
         pad = Scratchpad(self.namespace["vault"])
         self.rows = {who: pad.observe(Principal(who), "turn-1", 1, "web", f"CANARY-{who} " * 900)["id"]
                      for who in ("alice", "bob")}

@@ -10,6 +10,7 @@ import pytest
 
 from tests.ops.test_cli import CONTENT, TURN, USER, Cli, assert_fails
 from tests.support.postgres import with_role
+from vault.storage.postgres.schema import SCHEMA_VERSION as POSTGRES_SCHEMA
 
 
 @pytest.fixture
@@ -63,7 +64,7 @@ def test_json_output_of_stats_and_maintain_on_postgres(cli):
 def test_doctor_and_demo_on_the_url(cli):
     cli.put()
     doctor = cli.run("doctor")
-    assert "ok    connection: local Unix socket" in doctor.stdout.decode() and "schema version 2" in (
+    assert "ok    connection: local Unix socket" in doctor.stdout.decode() and f"schema version {POSTGRES_SCHEMA}" in (
         doctor.stdout.decode())
     demo = cli.run("demo")
     transcript = demo.stdout.decode()

@@ -16,6 +16,7 @@ from keys.testing import MemoryKeyring
 from tests.ops.test_cli import Cli
 from tests.support.postgres import TEST_DATABASE, with_role
 from vault import Principal, Vault
+from vault.storage.postgres.schema import SCHEMA_VERSION as POSTGRES_SCHEMA
 
 ALICE = Principal("alice")
 GRANTS = "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}"
@@ -79,7 +80,7 @@ def test_a_least_privilege_role_passes_and_is_all_the_vault_needs(tmp_path, fill
     assert f"      role {role} holds on the vault's tables: SELECT, INSERT, UPDATE, DELETE, USAGE on row_seq\n" in out
     assert "ok    fsync on" in out and "ok    synchronous_commit on" in out
     assert "ok    archive_mode off, no replicas or replication slots" in out
-    assert "schema version 2, vault id" in out and "rows by key version {1: 1}" in out
+    assert f"schema version {POSTGRES_SCHEMA}, vault id" in out and "rows by key version {1: 1}" in out
     assert "database size " in out and "several hosts: every host must reach this same secret service" in out
     assert "WARN" not in out and "FAIL" not in out
     with Vault.open(url, keyring_backend=ring) as vault:  # and the vault works with no more than that
