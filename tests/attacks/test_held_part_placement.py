@@ -92,3 +92,27 @@ CASES: dict[str, tuple[list[Tamper], list]] = {
 def test_a_rearranged_held_part_never_yields_another_rows_or_cut_content(world, tmp_path, case):  # noqa: F811
     variants, required = CASES[case]
     check(world, tmp_path, variants, required)
+
+
+@pytest.mark.parametrize("how", ["delete", "gc", "shred"])
+def test_a_row_holding_its_parts_in_both_places_leaves_neither_after_it_goes(vault, attacker, alice, clock, how):
+    """A row given copies of its summary and only chunk where older rows keep theirs (and an older row given them in
+    the row): whatever removes a row removes both places."""
+    held_row = vault.put(alice, "t", 1, "x", "held " * 40, ttl_seconds=60)
+    older = vault.put(alice, "t", 2, "x", "older " * 40, ttl_seconds=60)
+    attacker.lay_out_as_before_inline(attacker.seq_of(older.id))
+    seq, older_seq = attacker.seq_of(held_row.id), attacker.seq_of(older.id)
+    attacker.plant_summary(seq, attacker.read(seq, "summary"))  # the held row's parts copied into the tables
+    attacker.add_chunk(seq, 0, attacker.read(seq, "chunk", 0))
+    attacker.hold(older_seq, "summary", attacker.read(older_seq, "summary"))  # the older row's into the row
+    attacker.hold(older_seq, "chunk", attacker.read(older_seq, "chunk", 0))
+    assert attacker.counts() == (2, 4, 4)
+    if how == "delete":
+        vault.delete(alice, held_row.id)
+        vault.delete(alice, older.id)
+    elif how == "gc":
+        clock.advance(61)
+        assert vault.gc() == 2
+    else:
+        assert vault.shred_owner(alice.user_id) == 2
+    assert attacker.counts() == (0, 0, 0)
