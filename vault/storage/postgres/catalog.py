@@ -104,6 +104,14 @@ def unexpected(connection: psycopg.Connection, schema: str, tables: Sequence[str
     return sorted(describe(connection, schema, tables) - EXPECTED)
 
 
+def missing_columns(connection: psycopg.Connection, schema: str, tables: Sequence[str]) -> list[str]:
+    """The columns of ``tables`` the vault made that the catalog no longer has (dropped), as ``table.column``, sorted;
+    only after the migration has made every column (before it, a database of an earlier version lacks some)."""
+    def names(described: Iterable[Described]) -> set[str]:
+        return {f"{table}.{text.split()[0]}" for table, kind, text in described if kind == "column" and table in tables}
+    return sorted(names(EXPECTED) - names(describe(connection, schema, tables)))
+
+
 def check(connection: psycopg.Connection, schema: str, tables: Sequence[str]) -> None:
     """IntegrityError unless everything on ``tables`` is what the vault made (the message names kinds and tables,
     never a definition's text, which may be anyone's)."""

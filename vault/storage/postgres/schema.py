@@ -115,6 +115,9 @@ def migrate(connection: psycopg.Connection) -> str:
     if present(connection.execute(MISSING, {"schema": schema, "tables": list(TABLES)}).fetchone())[0]:
         raise StorageError("a table of the vault is missing from the database (dropped?); restore it from "
                            "backup") from None
+    if catalog.missing_columns(connection, schema, TABLES):  # its data gone with it: every read would fail
+        raise StorageError("a column of the vault's tables is missing from the database (dropped?); restore it from "
+                           "backup") from None
     return schema
 
 
