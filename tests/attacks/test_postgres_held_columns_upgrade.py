@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.attacks import pg_locations
 from tests.attacks.postgres_attacker import PostgresAttacker
 from vault import IntegrityError, Principal, Vault
 
@@ -17,12 +16,6 @@ AS_VERSION_2 = (  # every row laid out as before schema 3, the columns dropped, 
     "INSERT INTO summaries (seq, sealed) SELECT seq, summary FROM rows WHERE summary IS NOT NULL",
     "INSERT INTO chunks (seq, idx, sealed) SELECT seq, 0, chunk FROM rows WHERE chunk IS NOT NULL",
     "ALTER TABLE rows DROP COLUMN summary, DROP COLUMN chunk", "UPDATE scratchvault_schema SET version = 2")
-
-
-@pytest.fixture
-def pg(pg_test_database, pg_location) -> PostgresAttacker:
-    pg_locations.use(pg_test_database)
-    return PostgresAttacker(pg_location)
 
 
 def open_vault(pg: PostgresAttacker, ring, clock) -> Vault:

@@ -11,7 +11,6 @@ import traceback
 
 import pytest
 
-from tests.attacks import pg_locations
 from tests.attacks.pg_cells import TABLES
 from tests.attacks.postgres_attacker import PostgresAttacker
 from vault import IntegrityError, NotFound, Principal, StorageError, Vault, VaultError
@@ -45,13 +44,6 @@ ALTERED = {  # a column's new type (what its values become), one of its table's 
     "deletions.counter as numeric": ("deletions", "counter", "numeric"),
     "deletions.body as text": ("deletions", "body", "text"),
 }
-
-
-@pytest.fixture
-def pg(pg_test_database, pg_location) -> PostgresAttacker:
-    """The attacker (a superuser) on the schema of ``pg_location``, where the vault runs as the app role."""
-    pg_locations.use(pg_test_database)
-    return PostgresAttacker(pg_location)
 
 
 def open_vault(pg: PostgresAttacker, ring, clock) -> Vault:

@@ -28,13 +28,6 @@ def schema_4_tree(tmp_path_factory) -> Path:
     return release_tree(tmp_path_factory, SCHEMA_4_RELEASE)
 
 
-@pytest.fixture
-def ring(tmp_path, monkeypatch) -> Path:
-    path = tmp_path / "ring.json"
-    monkeypatch.setenv("SCRATCHVAULT_TEST_KEYRING", str(path))
-    return path
-
-
 def made_by_the_release_before(tree: Path, location, ring: Path) -> str:
     old = Previous(tree, location, ring)
     try:

@@ -32,13 +32,6 @@ def schema_5_tree(tmp_path_factory) -> Path:
     return release_tree(tmp_path_factory, SCHEMA_5_RELEASE)
 
 
-@pytest.fixture
-def ring(tmp_path, monkeypatch) -> Path:
-    path = tmp_path / "ring.json"
-    monkeypatch.setenv("SCRATCHVAULT_TEST_KEYRING", str(path))
-    return path
-
-
 def sqlite_facts(db: Path) -> tuple[int, tuple[int, ...]]:
     """(schema version, (rows holding a summary, rows holding a chunk, summaries in their table, chunks in theirs))."""
     with sqlite3.connect(db) as connection:

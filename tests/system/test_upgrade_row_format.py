@@ -31,13 +31,6 @@ def format_2_tree(tmp_path_factory) -> Path:
     return release_tree(tmp_path_factory, FORMAT_2_RELEASE)
 
 
-@pytest.fixture
-def ring(tmp_path, monkeypatch) -> Path:
-    path = tmp_path / "ring.json"
-    monkeypatch.setenv("SCRATCHVAULT_TEST_KEYRING", str(path))
-    return path
-
-
 def written_by_the_release_before(tree: Path, db: Path, ring: Path) -> dict[str, tuple[Principal, object]]:
     """Rows of three owners, text, JSON and binary, some extended by the release before: id -> (owner, content)."""
     old = Previous(tree, db, ring)

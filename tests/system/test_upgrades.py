@@ -35,13 +35,6 @@ def schema_2_tree(tmp_path_factory) -> Path:
     return release_tree(tmp_path_factory, SCHEMA_2_RELEASE)
 
 
-@pytest.fixture
-def ring(tmp_path, monkeypatch) -> Path:
-    path = tmp_path / "ring.json"
-    monkeypatch.setenv("SCRATCHVAULT_TEST_KEYRING", str(path))
-    return path
-
-
 # -- the previous release and this one on one file ------------------------------------------------------------------
 def owner_entries(ring: Path) -> dict[str, list[str]]:
     """The owner key entries in the test keyring file, by layout: one mutable keyset per owner (schema 3 and
