@@ -100,15 +100,6 @@ ensure_citus_extension() {
     citus_installed || die "Citus was installed but $("$PG_BIN/pg_config" --pkglibdir)/citus.so is not there"
 }
 
-# Runs a PostgreSQL program as the account that owns the Citus clusters, from their dir.
-as_citus_owner() {
-    if ((EUID == 0)); then
-        (cd "$CITUS_DIR" && runuser -u postgres -- "$@")
-    else
-        (cd "$CITUS_DIR" && "$@")
-    fi
-}
-
 # Prints three ports free on 127.0.0.1 now, one a line (the kernel's choice; a clash at start fails the run).
 free_ports() {
     "$VENV/bin/python" - <<'EOF'
@@ -123,7 +114,7 @@ EOF
 # Makes, configures and starts the cluster of node "$1" on port "$2", with the test database and the extension.
 start_citus_node() {
     local node="$1" port="$2" data="$CITUS_DIR/$1"
-    quietly as_citus_owner "$PG_BIN/initdb" -D "$data" -U postgres --auth-local=trust --auth-host=reject \
+    quietly as_postgres_in "$CITUS_DIR" "$PG_BIN/initdb" -D "$data" -U postgres --auth-local=trust --auth-host=reject \
         --encoding=UTF8 --locale=C --no-sync || die "initdb of the Citus $node failed"
     printf '%s\n' "local all all trust" "host all all 127.0.0.1/32 trust" >"$data/pg_hba.conf"
     cat >>"$data/postgresql.conf" <<EOF
@@ -134,18 +125,18 @@ shared_preload_libraries = 'citus'
 fsync = on
 synchronous_commit = on
 EOF
-    quietly as_citus_owner "$PG_BIN/pg_ctl" -D "$data" -w -t 60 -l "$CITUS_DIR/$node.log" start || {
+    quietly as_postgres_in "$CITUS_DIR" "$PG_BIN/pg_ctl" -D "$data" -w -t 60 -l "$CITUS_DIR/$node.log" start || {
         cat "$CITUS_DIR/$node.log" >&2 2>/dev/null || true
         die "the Citus $node did not start (its log is above)"
     }
-    quietly as_citus_owner "$PG_BIN/createdb" -h "$CITUS_DIR" -p "$port" -U postgres "$CITUS_DATABASE" ||
+    quietly as_postgres_in "$CITUS_DIR" "$PG_BIN/createdb" -h "$CITUS_DIR" -p "$port" -U postgres "$CITUS_DATABASE" ||
         die "could not create the test database on the Citus $node"
     citus_sql "$port" "CREATE EXTENSION citus" || die "CREATE EXTENSION citus failed on the Citus $node"
 }
 
 # Runs SQL "$2" as the superuser in the test database of the node on port "$1".
 citus_sql() {
-    quietly as_citus_owner "$PG_BIN/psql" -X -v ON_ERROR_STOP=1 -h "$CITUS_DIR" -p "$1" -U postgres \
+    quietly as_postgres_in "$CITUS_DIR" "$PG_BIN/psql" -X -v ON_ERROR_STOP=1 -h "$CITUS_DIR" -p "$1" -U postgres \
         -d "$CITUS_DATABASE" -c "$2"
 }
 
@@ -211,8 +202,9 @@ stop_citus() {
     [[ -n "${CITUS_DIR:-}" && -d "$CITUS_DIR" ]] || return 0
     for node in "${CITUS_NODES[@]}"; do
         pid="$(citus_postmaster_pid "$node")" || continue
-        quietly as_citus_owner "$PG_BIN/pg_ctl" -D "$CITUS_DIR/$node" -w -t 20 -m fast stop ||
-            quietly as_citus_owner "$PG_BIN/pg_ctl" -D "$CITUS_DIR/$node" -w -t 10 -m immediate stop || true
+        quietly as_postgres_in "$CITUS_DIR" "$PG_BIN/pg_ctl" -D "$CITUS_DIR/$node" -w -t 20 -m fast stop ||
+            quietly as_postgres_in "$CITUS_DIR" "$PG_BIN/pg_ctl" -D "$CITUS_DIR/$node" -w -t 10 -m immediate stop \
+                || true
         for _ in {1..20}; do
             is_running "$pid" || break
             sleep 0.1

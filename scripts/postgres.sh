@@ -28,13 +28,15 @@ ensure_postgres_package() {
     find_postgres_bin || die "the postgresql package is installed but no /usr/lib/postgresql/*/bin/initdb"
 }
 
-# Runs a PostgreSQL program as the account that owns the cluster, from the cluster's dir (the
-# account may not be allowed into the caller's working directory).
-as_cluster_owner() {
+# Runs a PostgreSQL program as the account that owns the throwaway clusters (this one and Citus's), from the
+# dir given first (the account may not be allowed into the caller's working directory).
+as_postgres_in() {
+    local dir="$1"
+    shift
     if ((EUID == 0)); then
-        (cd "$PG_DIR" && runuser -u postgres -- "$@")
+        (cd "$dir" && runuser -u postgres -- "$@")
     else
-        (cd "$PG_DIR" && "$@")
+        (cd "$dir" && "$@")
     fi
 }
 
@@ -53,10 +55,10 @@ start_postgres() {
         chown postgres: "$PG_DIR"
     fi
     # --no-sync: only initdb's own writes skip fsync (a throwaway cluster); the server keeps fsync on.
-    quietly as_cluster_owner "$PG_BIN/initdb" -D "$PG_DIR/data" -U postgres --auth-local=trust \
+    quietly as_postgres_in "$PG_DIR" "$PG_BIN/initdb" -D "$PG_DIR/data" -U postgres --auth-local=trust \
         --auth-host=reject --encoding=UTF8 --locale=C --no-sync ||
         die "initdb of the throwaway PostgreSQL cluster failed"
-    quietly as_cluster_owner "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -w -t 60 -l "$PG_DIR/log" \
+    quietly as_postgres_in "$PG_DIR" "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -w -t 60 -l "$PG_DIR/log" \
         -o "-c listen_addresses='' -c unix_socket_directories='$PG_DIR' -c fsync=on -c synchronous_commit=on" \
         start || {
         cat "$PG_DIR/log" >&2 2>/dev/null || true
@@ -86,8 +88,8 @@ stop_postgres() {
     local pid
     [[ -n "${PG_DIR:-}" && -d "$PG_DIR" ]] || return 0
     if pid="$(postmaster_pid)"; then
-        quietly as_cluster_owner "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -w -t 20 -m fast stop ||
-            quietly as_cluster_owner "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -w -t 10 -m immediate stop ||
+        quietly as_postgres_in "$PG_DIR" "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -w -t 20 -m fast stop ||
+            quietly as_postgres_in "$PG_DIR" "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -w -t 10 -m immediate stop ||
             true
         # pg_ctl returns once the pid file is gone, a moment before the postmaster's exit.
         for _ in {1..20}; do
