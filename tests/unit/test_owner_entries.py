@@ -41,6 +41,21 @@ class AskedKeyring(MemoryKeyring):
         return list(dict.fromkeys(version for tag, version in self.asked if tag == owner_tag.hex()))
 
 
+class UnreadableKeyring(AskedKeyring):
+    """The in-memory keyring, reporting the owner key entries of ``unreadable`` versions there but failing to read
+    them (as OpenBao does a version deleted but not destroyed) while they exist."""
+
+    def __init__(self, *unreadable: int) -> None:
+        super().__init__()
+        self.unreadable = {(SERVICE, f"{OWNER.hex()}.{version}") for version in unreadable}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        found = super().get_password(service, username)
+        if (service, username) in self.unreadable and found is not None:
+            raise OSError("the keyring cannot read this entry")
+        return found
+
+
 @pytest.fixture
 def records(tmp_path) -> Iterator[KeyCommitments]:
     store = storage.open_store(tmp_path / "keys.db")
@@ -82,6 +97,17 @@ def test_a_written_version_reads_back_as_its_own_keyset(entries):
     found = entries.read(OWNER, 3)
     assert found is not None and found.primary == 3 and found.versions == (3,)
     assert entries.read(OWNER, 4) is None
+
+
+def test_an_entry_already_under_a_new_version_is_deleted_and_counted_before_the_new_key_is_written(entries, ring):
+    plant(ring, 3)
+    keyset = OwnerKeyset.generate(3)
+    entries.write_new(OWNER, 3, keyset)
+    written = entries.read(OWNER, 3)
+    assert written is not None and written.commitment(3, VAULT_ID) == keyset.commitment(3, VAULT_ID)
+    assert entries.destroyed_on_sight == 1
+    entries.write_new(OWNER, 4, OwnerKeyset.generate(4))
+    assert entries.destroyed_on_sight == 1
 
 
 def test_a_version_below_the_retired_mark_is_refused_unwritten_and_the_mark_itself_is_written(entries, ring):
@@ -161,6 +187,16 @@ def test_a_shred_of_no_versions_keeps_the_recorded_ones(entries, ring, records):
     plant(ring, 1, 2)
     assert entries.destroy_unlisted(OWNER, set()) == 1
     assert present(ring) == {1}
+
+
+def test_a_shred_and_a_sweep_delete_an_entry_the_keyring_reports_but_cannot_read(records):
+    ring = UnreadableKeyring(2, 5)
+    entries = OwnerEntries(KeyringEdge(ring, timeout=5), VAULT_ID, records)
+    plant(ring, 2)
+    assert entries.destroy_unlisted(OWNER, {1}) == 1 and present(ring) == set()
+    plant(ring, 5)
+    records.tombstone_owner_versions(OWNER, {5})
+    assert entries.sweep(OWNER) == 0 and present(ring) == set()
 
 
 def test_entries_deleted_on_sight_add_up_over_shreds(entries, ring):
