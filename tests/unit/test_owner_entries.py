@@ -173,6 +173,13 @@ def test_a_shred_deletes_by_name_each_version_past_the_probe_that_it_or_a_tombst
     assert present(ring) == {FIRST_PAST_PROBE}
 
 
+def test_a_shred_asks_for_each_version_once_even_one_a_tombstone_names(entries, ring, records):
+    top = ALWAYS_PROBED + PROBE_GAP
+    records.tombstone_owner_versions(OWNER, {top})
+    assert entries.destroy_unlisted(OWNER, {1, top}) == 0
+    assert [version for _, version in ring.asked] == list(range(1, top + 1))
+
+
 def test_a_shred_keeps_the_versions_made_since_recorded_or_reserved_and_deletes_the_rest(entries, ring, records):
     assert [records.reserve_owner_version(OWNER, 100.0, 60.0) for _ in range(4)] == [1, 2, 3, 4]
     record_live(records, 1)
@@ -257,6 +264,12 @@ def test_a_sweep_deletes_the_versions_the_retired_mark_covers_counting_those_no_
     plant(ring, 1, 3, 4)  # 2 is already gone
     assert entries.sweep(OWNER, destroyed={2}) == 1
     assert present(ring) == {4} and entries.marks.read("swept", OWNER) == 4
+
+
+def test_a_sweep_of_an_owner_with_nothing_retired_or_destroyed_reads_only_its_retired_and_swept_marks(entries, ring):
+    reads = ring.reads
+    assert entries.sweep(OWNER) == 0
+    assert ring.reads - reads == 2 and ring.secrets == {}
 
 
 def test_a_sweep_asks_only_for_retired_versions_its_swept_mark_does_not_cover(entries, ring):
