@@ -25,35 +25,31 @@ FIRST_PAST_PROBE = ALWAYS_PROBED + PROBE_GAP + 1  # the lowest version a fresh o
 
 
 class AskedKeyring(MemoryKeyring):
-    """The in-memory keyring, also listing the owner key versions asked for, in the order first asked."""
+    """The in-memory keyring, also listing the owner key versions asked for and the entries deleted, in order; the
+    owner's entries of ``unreadable`` versions it reports there but fails to read while they exist (as OpenBao does
+    a version deleted but not destroyed)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *unreadable: int) -> None:
         super().__init__()
         self.asked: list[tuple[str, int]] = []
+        self.deleted: list[tuple[str, str]] = []
+        self.unreadable = {(SERVICE, f"{OWNER.hex()}.{version}") for version in unreadable}
 
     def get_password(self, service: str, username: str) -> str | None:
         if service == SERVICE:
             tag, _, version = username.partition(".")
             self.asked.append((tag, int(version)))
-        return super().get_password(service, username)
-
-    def versions_asked(self, owner_tag: bytes) -> list[int]:
-        return list(dict.fromkeys(version for tag, version in self.asked if tag == owner_tag.hex()))
-
-
-class UnreadableKeyring(AskedKeyring):
-    """The in-memory keyring, reporting the owner key entries of ``unreadable`` versions there but failing to read
-    them (as OpenBao does a version deleted but not destroyed) while they exist."""
-
-    def __init__(self, *unreadable: int) -> None:
-        super().__init__()
-        self.unreadable = {(SERVICE, f"{OWNER.hex()}.{version}") for version in unreadable}
-
-    def get_password(self, service: str, username: str) -> str | None:
         found = super().get_password(service, username)
         if (service, username) in self.unreadable and found is not None:
             raise OSError("the keyring cannot read this entry")
         return found
+
+    def delete_password(self, service: str, username: str) -> None:
+        self.deleted.append((service, username))
+        super().delete_password(service, username)
+
+    def versions_asked(self, owner_tag: bytes) -> list[int]:
+        return list(dict.fromkeys(version for tag, version in self.asked if tag == owner_tag.hex()))
 
 
 @pytest.fixture
@@ -90,8 +86,6 @@ def record_live(records: KeyCommitments, version: int, keyset: OwnerKeyset | Non
 
 
 # a new version's write
-
-
 def test_a_written_version_reads_back_as_its_own_keyset(entries):
     entries.write_new(OWNER, 3, OwnerKeyset.generate(3))
     found = entries.read(OWNER, 3)
@@ -100,9 +94,12 @@ def test_a_written_version_reads_back_as_its_own_keyset(entries):
 
 
 def test_an_entry_already_under_a_new_version_is_deleted_and_counted_before_the_new_key_is_written(entries, ring):
+    """Deleted, not just overwritten: a keyring that keeps an entry's earlier values (OpenBao's versions) would keep
+    the key found there."""
     plant(ring, 3)
     keyset = OwnerKeyset.generate(3)
     entries.write_new(OWNER, 3, keyset)
+    assert ring.deleted == [(SERVICE, f"{OWNER.hex()}.3")]
     written = entries.read(OWNER, 3)
     assert written is not None and written.commitment(3, VAULT_ID) == keyset.commitment(3, VAULT_ID)
     assert entries.destroyed_on_sight == 1
@@ -145,8 +142,6 @@ def test_only_a_version_past_those_always_probed_raises_the_owners_issued_mark(e
 
 
 # the shred's probe
-
-
 def test_a_shred_asks_for_each_version_up_to_the_probe_and_deletes_every_one_found(entries, ring):
     top = ALWAYS_PROBED + PROBE_GAP
     plant(ring, *range(1, top + 2))
@@ -197,7 +192,7 @@ def test_a_shred_of_no_versions_keeps_the_recorded_ones(entries, ring, records):
 
 
 def test_a_shred_and_a_sweep_delete_an_entry_the_keyring_reports_but_cannot_read(records):
-    ring = UnreadableKeyring(2, 5)
+    ring = AskedKeyring(2, 5)
     entries = OwnerEntries(KeyringEdge(ring, timeout=5), VAULT_ID, records)
     plant(ring, 2)
     assert entries.destroy_unlisted(OWNER, {1}) == 1 and present(ring) == set()
@@ -215,8 +210,6 @@ def test_entries_deleted_on_sight_add_up_over_shreds(entries, ring):
 
 
 # the sweeps
-
-
 def test_a_sweep_deletes_tombstoned_entries_once_and_after_that_counts_only_those_back_when_asked(entries, ring,
                                                                                                     records):
     records.tombstone_owner_versions(OWNER, {1, 2})
@@ -284,8 +277,6 @@ def test_a_sweep_asks_only_for_retired_versions_its_swept_mark_does_not_cover(en
 
 
 # the entry of files made before schema 4
-
-
 def test_the_old_layouts_live_versions_are_those_recorded_with_its_very_key(entries, ring, records):
     assert entries.schema3_live_versions(OWNER) is None
     keyset = OwnerKeyset.generate(1).with_new_version(2).with_new_version(3)
