@@ -16,7 +16,6 @@ three (the chunks between).
 from __future__ import annotations
 
 import contextlib
-import hmac
 import itertools
 from collections.abc import Generator
 from typing import Any, Protocol
@@ -28,7 +27,7 @@ from vault.errors import IntegrityError, StorageError
 from vault.storage.base import ListedRow, RowSeqs, StoredRow
 from vault.storage.postgres import sql
 from vault.storage.postgres.connections import TRANSLATE, Pool, fetched
-from vault.storage.sql.values import blob, check_columns, sealed_ledger
+from vault.storage.sql.values import blob, check_columns, sealed_ledger, stores_id, storing_ids
 
 STREAM_AFTER = 16  # a read of more chunks than this streams through a server-side cursor, this many at a time
 FLUSH_BYTES = 4 << 20  # queued chunk inserts are sent once they hold this much (a long put never holds it all)
@@ -143,7 +142,7 @@ class PgReads:
             return None
         ahead = self.READS_AHEAD and self._own  # not in a joined write transaction (READ COMMITTED)
         found = self._one(sql.SELECT_ROW_AHEAD, (CHUNK_BYTES, seq)) if ahead else self._one(sql.SELECT_ROW, (seq,))
-        if found is None or type(found[1]) is not bytes or not hmac.compare_digest(found[1], row_id):
+        if found is None or not stores_id(found, row_id):
             return None
         row = stored_row(found[:9])
         if ahead:
@@ -159,13 +158,7 @@ class PgReads:
         if not valid:
             return []
         by_seq = {found[0]: found for found in self._all(sql.SELECT_ROWS, ([seq for _row_id, seq in valid],))}
-        rows = []
-        for row_id, seq in valid:
-            found = by_seq.get(seq)
-            # the id first, as in find_row: a stale id meeting another row, damaged or not, is a miss
-            if found is not None and type(found[1]) is bytes and hmac.compare_digest(found[1], row_id):
-                rows.append(stored_row(found))
-        return rows
+        return [stored_row(found) for found in storing_ids(valid, by_seq)]
 
     def list_turn(self, owner_tag: bytes, turn_tag: bytes, now: float) -> list[tuple[StoredRow, bytes | None]]:
         """Unexpired rows of one owner's turn, each with its sealed summary (None if missing)."""

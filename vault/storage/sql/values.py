@@ -3,12 +3,26 @@ someone else than the vault (a writer of the database), so it is an IntegrityErr
 
 from __future__ import annotations
 
+import hmac
 import math
+from collections.abc import Iterable, Mapping
 
 from keys import MAX_KEY_VERSION, SealedLedger
 from vault.errors import IntegrityError
 
 _MAX = 2**63 - 1
+
+
+def stores_id(found: tuple, row_id: bytes) -> bool:
+    """Whether a row looked up by its seq (id in column 1) stores this very id, compared in constant time before
+    anything else of the row is used: a stale id meeting another row, damaged or not, is a miss."""
+    return type(found[1]) is bytes and hmac.compare_digest(found[1], row_id)
+
+
+def storing_ids(asked: Iterable[tuple[bytes, object]], found_by: Mapping[object, tuple]) -> list[tuple]:
+    """Of the rows a batch lookup found (by the key each id was looked up by), those that store the id asked,
+    in the order asked."""
+    return [found for row_id, key in asked if (found := found_by.get(key)) is not None and stores_id(found, row_id)]
 
 
 def blob(value: object) -> bytes:

@@ -3,14 +3,13 @@ transaction, ``writes.py``, is one too). Objects, not generators: every put and 
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Generator
 
 from keys import SealedLedger
 from vault.errors import IntegrityError
 from vault.storage.base import ListedRow, RowSeqs, StoredRow
 from vault.storage.sql import values
-from vault.storage.sql.values import blob
+from vault.storage.sql.values import blob, stores_id, storing_ids
 from vault.storage.sqlite import schema
 from vault.storage.sqlite.connections import TRANSLATE, Connections
 from vault.storage.sqlite.schema import CHUNK_SHIFT, valid_seq
@@ -65,7 +64,7 @@ class SqliteReads:
             else:
                 return None
         # the id first: a stale id meeting another row, damaged or not, is a miss like any other
-        if found is None or type(found[1]) is not bytes or not hmac.compare_digest(found[1], row_id):
+        if found is None or not stores_id(found, row_id):
             return None
         return schema.stored_row(found)
 
@@ -83,13 +82,7 @@ class SqliteReads:
                 batch = keys[first:first + LOOKUP_BATCH]
                 found_rows = self._execute(f"{SELECT_ROWS} WHERE {column} IN ({', '.join('?' * len(batch))})", batch)
                 by_key.update((found[key_at], found) for found in found_rows)
-        rows = []
-        for row_id, key in asked:
-            found = by_key.get(key)
-            # the id first, as in find_row: a stale id meeting another row, damaged or not, is a miss
-            if found is not None and type(found[1]) is bytes and hmac.compare_digest(found[1], row_id):
-                rows.append(schema.stored_row(found))
-        return rows
+        return [schema.stored_row(found) for found in storing_ids(asked, by_key)]
 
     def list_turn(self, owner_tag: bytes, turn_tag: bytes, now: float) -> list[tuple[StoredRow, bytes | None]]:
         """Unexpired rows of one owner's turn, each with its sealed summary (None if missing)."""
