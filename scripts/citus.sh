@@ -14,7 +14,8 @@
 # and on a Unix socket in that dir. Authentication is trust, for 127.0.0.1 and the socket only: the coordinator
 # opens its own connections to the workers, as the role of the session it serves, so any password scheme
 # would need every test role's password copied into pg_dist_authinfo on every node; these clusters are a test
-# machine's, reachable from it alone, and gone with the run. fsync and synchronous_commit stay on, as on the
+# machine's, reachable from it alone, and gone with the run. wal_level is logical: Citus's rebalancer moves a shard
+# by logical replication while the vault goes on writing to it (tests/citus/test_rebalance.py). fsync and synchronous_commit stay on, as on the
 # PostgreSQL cluster. Everything is stopped and removed by the run's exit actions, also on failure.
 # Needs from scripts/run: die, step, quietly, apt_install, on_exit, is_running, ROOT, VENV;
 # from scripts/postgres.sh: find_postgres_bin, ensure_postgres_package.
@@ -122,6 +123,7 @@ listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = '$CITUS_DIR'
 shared_preload_libraries = 'citus'
+wal_level = logical
 fsync = on
 synchronous_commit = on
 EOF
