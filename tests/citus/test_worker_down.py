@@ -86,9 +86,11 @@ def test_a_stopped_worker_fails_its_owners_operations_and_spares_the_others(citu
                     pytest.fail(f"{name} of an owner on the stopped worker did not fail")
             up_row = vault.put(up, "t2", 1, "tool", "written while the other worker is down")
             assert vault.get(up, up_row.id).content == "written while the other worker is down"
+            assert vault.read(up, up_row.id, mode="range", start=0, end=7).content == "written"
             assert len(vault.list_for_turn(up, "t1")) == 2
             vault.extend(up, up_row.id, 7200)
             vault.delete(up, up_row.id)
+            assert vault.rotate_owner_key(up.user_id) == 2 and vault.rewrap(up.user_id) == 2
         finally:
             citus_nodes.start(pg_ctl, down_dir)
 
