@@ -174,12 +174,12 @@ class PgReads:
 
     def list_turn(self, owner_tag: bytes, turn_tag: bytes, now: float) -> list[tuple[StoredRow, bytes | None]]:
         """Unexpired rows of one owner's turn, each with its sealed summary (None if missing)."""
-        return with_summaries(self._all(sql.SELECT_TURN, (owner_tag, turn_tag, now)))
+        return with_summaries(self._all(sql.SELECT_TURN, (owner_tag, owner_tag, turn_tag, now)))
 
     def list_turn_summaries(self, owner_tag: bytes, turn_tag: bytes, now: float,
                             row_seqs: RowSeqs) -> list[ListedRow]:
         """A listing's columns, oldest first, every row's id checked against its seq."""
-        found = self._all(sql.SELECT_TURN_SUMMARIES, (owner_tag, turn_tag, now))
+        found = self._all(sql.SELECT_TURN_SUMMARIES, (owner_tag, owner_tag, turn_tag, now))
         for _seq, row_id, key_version, expires_at, size_bytes, sealed in found:
             check_columns(key_version, expires_at, size_bytes)
             if type(row_id) is not bytes:

@@ -16,14 +16,16 @@ SELECT_ROW_AHEAD = (
     "LEFT JOIN deletions ON deletions.owner_tag = rows.owner_tag "
     "LEFT JOIN chunks ON chunks.owner_tag = rows.owner_tag AND chunks.seq = rows.seq AND chunks.idx = 0 "
     "AND rows.size_bytes <= %s WHERE rows.owner_tag = %s AND rows.seq = %s")
-# a row's summary where it is: in the row, else (a row written before schema 3) in summaries, looked up only then
+# a row's summary where it is: in the row, else (a row written before schema 3) in summaries, looked up only then;
+# the lookup names the owner tag as a parameter, not as rows.owner_tag: Citus routes a statement to the one worker
+# of an owner only when it sees every table's distribution value, and asks every shard for a correlated one
 SELECT_TURN = ("SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata, "
-               "coalesce(rows.summary, (SELECT sealed FROM summaries WHERE summaries.owner_tag = rows.owner_tag "
+               "coalesce(rows.summary, (SELECT sealed FROM summaries WHERE summaries.owner_tag = %s "
                "AND summaries.seq = rows.seq)) FROM rows WHERE owner_tag = %s AND turn_tag = %s AND expires_at > %s "
                "ORDER BY rows.seq")
 SELECT_TURN_SUMMARIES = (
     "SELECT rows.seq, id, key_version, expires_at, size_bytes, "
-    "coalesce(rows.summary, (SELECT sealed FROM summaries WHERE summaries.owner_tag = rows.owner_tag "
+    "coalesce(rows.summary, (SELECT sealed FROM summaries WHERE summaries.owner_tag = %s "
     "AND summaries.seq = rows.seq)) "
     "FROM rows WHERE owner_tag = %s AND turn_tag = %s AND expires_at > %s ORDER BY rows.seq")
 SELECT_SUMMARY = ("SELECT coalesce(summary, (SELECT sealed FROM summaries WHERE owner_tag = %(tag)s "
@@ -38,7 +40,7 @@ SELECT_EXPIRING = ("SELECT seq, id, owner_tag, turn_tag, key_version, expires_at
                    "FROM rows WHERE expires_at > %s AND expires_at <= %s")
 SELECT_OLD_VERSION = ("SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, "
                       "metadata, coalesce(rows.summary, (SELECT sealed FROM summaries WHERE summaries.owner_tag = "
-                      "rows.owner_tag AND summaries.seq = rows.seq)) FROM rows WHERE owner_tag = %s "
+                      "%s AND summaries.seq = rows.seq)) FROM rows WHERE owner_tag = %s "
                       "AND (key_version <> %s OR octet_length(wrapped_key) <> %s) LIMIT %s")
 # the owner's advisory lock, held to the end of the transaction: writers of one owner queue, others never wait
 OWNER_LOCK = "SELECT pg_advisory_xact_lock(%s, %s)"

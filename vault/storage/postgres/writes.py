@@ -213,7 +213,8 @@ class PgWriteTx(PgReads):
     def rows_to_rewrap(self, owner_tag: bytes, primary: int, limit: int) -> list[tuple[StoredRow, bytes | None]]:
         """Up to ``limit`` rows of an owner wrapped under another version than ``primary``, or under no epoch."""
         self.lock_owner(owner_tag)
-        return with_summaries(self._all(sql.SELECT_OLD_VERSION, (owner_tag, primary, EPOCH_WRAPPED_SIZE, limit)))
+        return with_summaries(self._all(sql.SELECT_OLD_VERSION,
+                                        (owner_tag, owner_tag, primary, EPOCH_WRAPPED_SIZE, limit)))
 
     def put_meta(self, name: str, value: bytes) -> None:
         """Set a meta value."""
