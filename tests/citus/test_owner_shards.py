@@ -21,7 +21,7 @@ from tests.support.citus_placement import (
 from vault import NotFound, Principal, Vault
 
 OWNERS = 12  # all on one worker of two by chance: 2 * 2**-12
-LARGE = "a line of a large page\n" * 12_000  # about 270 KB: several chunks, kept in the chunks table
+LARGE = "a line of a large page\n" * 6_000  # about 140 KB: three chunks, two of them in the chunks table
 
 
 def _put_records(vault: Vault, owner: Principal) -> dict[str, str]:
