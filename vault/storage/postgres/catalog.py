@@ -77,8 +77,7 @@ def _table(name: str, columns: Iterable[str], key: str, indexes: Iterable[str] =
 
 _BYTEA, _BIGINT, _INT, _DOUBLE = "bytea NOT NULL", "bigint NOT NULL", "integer NOT NULL", "double precision NOT NULL"
 EXPECTED: frozenset[Described] = frozenset(
-    {("scratchvault_schema", "kind", "r p"), ("scratchvault_schema", "column", f"version {_INT}"),
-     ("scratchvault_schema", "trigger", "citus truncate trigger")}
+    _table("scratchvault_schema", [f"version {_INT}"], "version")
     | _table("meta", ["name text NOT NULL", f"value {_BYTEA}"], "name")
     | _table("rows", [f"seq {_BIGINT}", f"id {_BYTEA}", f"owner_tag {_BYTEA}", f"turn_tag {_BYTEA}",
                       f"key_version {_INT}", f"expires_at {_DOUBLE}", f"size_bytes {_BIGINT}",

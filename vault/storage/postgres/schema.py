@@ -37,7 +37,7 @@ OWNER_LOCK_CLASS = 0x5357  # per owner: (OWNER_LOCK_CLASS, first 4 bytes of the 
 TABLES = ("scratchvault_schema", "meta", "rows", "summaries", "chunks", "owner_keys", "owners", "key_reservations",
           "key_tombstones", "deletions", "epoch_keys", "epoch_reservations", "epoch_tombstones")
 DDL = """
-CREATE TABLE IF NOT EXISTS scratchvault_schema (version integer NOT NULL);
+CREATE TABLE IF NOT EXISTS scratchvault_schema (version integer PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS meta (name text PRIMARY KEY, value bytea NOT NULL);
 CREATE SEQUENCE IF NOT EXISTS row_seq AS bigint MINVALUE 1 NO CYCLE;
 CREATE TABLE IF NOT EXISTS rows (
@@ -98,8 +98,11 @@ ALTER TABLE summaries ALTER COLUMN sealed SET STORAGE EXTERNAL;
 ALTER TABLE chunks ALTER COLUMN sealed SET STORAGE EXTERNAL;
 ALTER TABLE deletions ALTER COLUMN body SET STORAGE EXTERNAL
 """
-# the primary keys of schema 4, given to the tables a database of an earlier version has keyed by seq
-PRIMARY_KEYS = {"rows": ("owner_tag", "seq"), "summaries": ("owner_tag", "seq"), "chunks": ("owner_tag", "seq", "idx")}
+# the primary keys of schema 4, given to the tables a database of an earlier version has keyed by seq, and to its
+# version table, which had none: Citus's rebalancer copies a reference table to a new worker by logical
+# replication, which needs a primary key (REPLICA IDENTITY FULL is refused)
+PRIMARY_KEYS = {"rows": ("owner_tag", "seq"), "summaries": ("owner_tag", "seq"), "chunks": ("owner_tag", "seq", "idx"),
+                "scratchvault_schema": ("version",)}
 PRIMARY_KEY_OF = ("SELECT pg_get_constraintdef(oid) FROM pg_catalog.pg_constraint "
                   "WHERE conrelid = to_regclass(%s) AND contype = 'p'")
 # where the vault's tables live: the schema holding its version table, else the one its DDL would create them in
@@ -129,7 +132,7 @@ def migrate(connection: psycopg.Connection) -> str:
     if found != SCHEMA_VERSION:  # what an earlier version had is allowed until the migration replaces it
         catalog.check(connection, schema, TABLES, catalog.EXPECTED | catalog.BEFORE_OWNER_KEYS)
         connection.execute(DDL)
-        _key_by_owner(connection, schema)
+        _set_primary_keys(connection, schema)
         connection.execute("DELETE FROM scratchvault_schema")
         connection.execute("INSERT INTO scratchvault_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
     check_foreign_objects(connection, schema)
@@ -144,17 +147,20 @@ def migrate(connection: psycopg.Connection) -> str:
     return schema
 
 
-def _key_by_owner(connection: psycopg.Connection, schema: str) -> None:
-    """Give the tables a database before schema 4 keyed by seq alone their primary key starting with owner_tag
-    (the rows' seqs stay unique: a sequence makes them)."""
+def _set_primary_keys(connection: psycopg.Connection, schema: str) -> None:
+    """Give the tables of a database before schema 4 their primary keys of schema 4: starting with owner_tag where
+    seq alone keyed them (the rows' seqs stay unique: a sequence makes them), and the version table its first."""
     for table, columns in PRIMARY_KEYS.items():
         key = f"PRIMARY KEY ({', '.join(columns)})"
-        if present(connection.execute(PRIMARY_KEY_OF, (f"{schema}.{table}",)).fetchone())[0] == key:
+        primary = connection.execute(PRIMARY_KEY_OF, (f"{schema}.{table}",)).fetchone()
+        found = primary[0] if primary is not None else None
+        if found == key:
             continue
-        connection.execute(sql.SQL("ALTER TABLE {table} DROP CONSTRAINT {name}, ADD CONSTRAINT {name} PRIMARY KEY "
-                                   "({columns})").format(table=sql.Identifier(table),
-                                                         name=sql.Identifier(f"{table}_pkey"),
-                                                         columns=sql.SQL(", ").join(map(sql.Identifier, columns))))
+        name = sql.Identifier(f"{table}_pkey")
+        drop = sql.SQL("DROP CONSTRAINT {name}, ").format(name=name) if found is not None else sql.SQL("")
+        connection.execute(sql.SQL("ALTER TABLE {table} {drop}ADD CONSTRAINT {name} PRIMARY KEY ({columns})").format(
+            table=sql.Identifier(table), drop=drop, name=name,
+            columns=sql.SQL(", ").join(map(sql.Identifier, columns))))
 
 
 def check_foreign_objects(connection: psycopg.Connection, schema: str | None = None,
