@@ -37,6 +37,9 @@ RETRY_STATES = frozenset({"40P01", "40001"})
 # key the vault never reuses taken twice (the row sequence set back onto live rows), the row sequence run to its
 # end (set forward): tampering, not an outage
 ALTERED_STATES = frozenset({"42883", "42804", "42846", "0A000", "23505", "2200H"})
+# what a Citus coordinator says, as an internal error (XX000) rather than a connection failure, when a worker it
+# had a connection to went away inside a statement: an outage, not damaged data
+CITUS_LOST_WORKER = "failure on connection marked as essential"
 _abandoned: list[object] = []  # pools inherited across fork: never closed in the child (that would end the parent's)
 
 
@@ -149,6 +152,8 @@ def translate(error: BaseException) -> StorageError | IntegrityError:
         return Conflict("a concurrent transaction on the PostgreSQL server conflicted with this one; retry")
     if state == "57014":
         return StorageError("a PostgreSQL statement took longer than the statement timeout and was cancelled")
+    if state == "XX000" and _primary_message(error).startswith(CITUS_LOST_WORKER):
+        return StorageError("a Citus worker could not be reached or closed the connection; retry once it is back")
     if state.startswith("XX") or state == "22P02":
         return IntegrityError("the PostgreSQL server reports damaged data")
     if state in ALTERED_STATES:
@@ -162,6 +167,12 @@ def translate(error: BaseException) -> StorageError | IntegrityError:
         return StorageError(f"the PostgreSQL schema is not what scratchvault expects (sqlstate {state}): a table or "
                             "privilege is missing; see doctor")
     return StorageError(f"a PostgreSQL error (sqlstate {state or 'none'}, {type(error).__name__})")
+
+
+def _primary_message(error: BaseException) -> str:
+    """The server's message of a psycopg error (read here, never passed on), or ""."""
+    diag = getattr(error, "diag", None)
+    return str(getattr(diag, "message_primary", None) or "")
 
 
 class Conflict(StorageError):
