@@ -2,11 +2,12 @@
 fails with StorageError and leaves nothing of itself behind, while an owner on the other worker goes on as before;
 once the worker is started again both owners have all their rows, and the first owner works again.
 
-The worker is started again in a ``finally``: the tests after this one find the cluster whole."""
+The worker is started again whatever the test met: the tests after it find the cluster whole."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -62,24 +63,32 @@ def _operations(vault: Vault, owner: Principal, row_id: str) -> dict[str, Callab
             "rotate": lambda: vault.rotate_owner_key(owner.user_id)}
 
 
-def test_a_stopped_worker_fails_its_owners_operations_and_spares_the_others(citus_cluster: CitusCluster,
-                                                                           citus_admin: psycopg.Connection,
-                                                                           citus_schema: str) -> None:
-    data_dirs, pg_ctl = citus_cluster.files()
-    # the superuser's session keeps no connection to a worker past a statement: one cached across the restart
-    # would be broken, and the next statement (the schema's drop among them) would fail on it
+@pytest.fixture
+def quiet_admin(citus_admin: psycopg.Connection) -> psycopg.Connection:
+    """The superuser's session keeping no connection to a worker past a statement: one cached across a worker's
+    restart would be broken, and the next statement (the schema's drop among them) would fail on it."""
     citus_admin.execute("SET citus.max_cached_conns_per_worker = 0")
+    return citus_admin
+
+
+def _data_dir(cluster: CitusCluster, port: int) -> Path:
+    data_dirs, _ = cluster.files()
+    return data_dirs[1 + [citus_nodes.port_of(url) for url in cluster.worker_urls].index(port)]
+
+
+def test_a_stopped_worker_fails_its_owners_operations_and_spares_the_others(citus_cluster: CitusCluster,
+                                                                           quiet_admin: psycopg.Connection,
+                                                                           citus_schema: str) -> None:
+    _, pg_ctl = citus_cluster.files()
     with Vault.open(citus_cluster.url(schema=citus_schema), keyring_backend=MemoryKeyring()) as vault:
-        require_owner_tables_distributed(citus_admin, citus_schema)
-        by_port = _two_owners_apart(vault, citus_admin, citus_schema)
+        require_owner_tables_distributed(quiet_admin, citus_schema)
+        by_port = _two_owners_apart(vault, quiet_admin, citus_schema)
         down_port, up_port = sorted(by_port)
         (down, down_tag), (up, up_tag) = by_port[down_port], by_port[up_port]
         down_rows = {rep.id: vault.get(down, rep.id).content for rep in vault.list_for_turn(down, "t1")}
-        before = _records(citus_admin, citus_schema, down_tag)
-        down_dir = data_dirs[1 + [citus_nodes.port_of(url) for url in citus_cluster.worker_urls].index(down_port)]
+        before = _records(quiet_admin, citus_schema, down_tag)
 
-        citus_nodes.stop_immediately(pg_ctl, down_dir)
-        try:
+        with citus_nodes.stopped(pg_ctl, _data_dir(citus_cluster, down_port)):
             for name, operation in _operations(vault, down, next(iter(down_rows))).items():
                 with pytest.raises(StorageError):
                     operation()
@@ -88,13 +97,10 @@ def test_a_stopped_worker_fails_its_owners_operations_and_spares_the_others(citu
             assert vault.get(up, up_row.id).content == "written while the other worker is down"
             assert vault.read(up, up_row.id, mode="range", start=0, end=7).content == "written"
             assert len(vault.list_for_turn(up, "t1")) == 2
-            vault.extend(up, up_row.id, 7200)
             vault.delete(up, up_row.id)
             assert vault.rotate_owner_key(up.user_id) == 2 and vault.rewrap(up.user_id) == 2
-        finally:
-            citus_nodes.start(pg_ctl, down_dir)
 
-        assert _records(citus_admin, citus_schema, down_tag) == before, "a failed operation left records behind"
+        assert _records(quiet_admin, citus_schema, down_tag) == before, "a failed operation left records behind"
         for row_id, content in down_rows.items():
             assert vault.get(down, row_id).content == content
         assert vault.list_for_turn(down, "t2") == []
@@ -104,4 +110,22 @@ def test_a_stopped_worker_fails_its_owners_operations_and_spares_the_others(citu
         again = vault.put(down, "t3", 1, "tool", "after the restart")
         assert vault.get(down, again.id).content == "after the restart"
         assert vault.rotate_owner_key(down.user_id) >= 2 and vault.rewrap(down.user_id) == len(down_rows) + 1
-        assert _records(citus_admin, citus_schema, up_tag)["rows"] == 2
+        assert _records(quiet_admin, citus_schema, up_tag)["rows"] == 2
+
+
+def test_an_owner_on_a_live_worker_extends_and_puts_into_a_new_expiry_epoch(citus_cluster: CitusCluster,
+                                                                           quiet_admin: psycopg.Connection,
+                                                                           citus_schema: str) -> None:
+    """A lifetime ending in an expiry epoch no row used yet needs that epoch's key recorded first: the owner on the
+    live worker gets it as when every worker is up."""
+    _, pg_ctl = citus_cluster.files()
+    with Vault.open(citus_cluster.url(schema=citus_schema), keyring_backend=MemoryKeyring()) as vault:
+        require_owner_tables_distributed(quiet_admin, citus_schema)
+        by_port = _two_owners_apart(vault, quiet_admin, citus_schema)
+        down_port, up_port = sorted(by_port)
+        up = by_port[up_port][0]
+        row_id = vault.list_for_turn(up, "t1")[0].id
+        with citus_nodes.stopped(pg_ctl, _data_dir(citus_cluster, down_port)):
+            vault.extend(up, row_id, 4 * 3600)
+            longer = vault.put(up, "t2", 1, "tool", "lives a day", ttl_seconds=24 * 3600)
+        assert vault.get(up, longer.id).content == "lives a day"

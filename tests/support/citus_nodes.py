@@ -62,6 +62,16 @@ def start(pg_ctl: Path, data_dir: Path) -> None:
     as_postgres([str(pg_ctl), "-D", str(data_dir), "-w", "-t", "60", "-l", str(log), "start"], data_dir.parent)
 
 
+@contextmanager
+def stopped(pg_ctl: Path, data_dir: Path) -> Iterator[None]:
+    """The node stopped immediately for the block, started again after it, whatever the block raised."""
+    stop_immediately(pg_ctl, data_dir)
+    try:
+        yield
+    finally:
+        start(pg_ctl, data_dir)
+
+
 def free_port() -> int:
     """A port free on 127.0.0.1 now (the kernel's choice; a clash at start fails the test)."""
     with socket.socket() as probe:
