@@ -85,7 +85,7 @@ EXPECTED: frozenset[Described] = frozenset(
                       f"wrapped_key {_BYTEA}", f"metadata {_BYTEA}", "summary bytea", "chunk bytea"], "owner_tag, seq",
              ["CREATE INDEX rows_owner_turn ON rows USING btree (owner_tag, turn_tag, seq)",
               "CREATE INDEX rows_expiry ON rows USING btree (expires_at)",
-              "CREATE INDEX rows_seq ON rows USING btree (seq)",
+              "CREATE INDEX rows_seq ON rows USING hash (seq)",
               "CREATE INDEX rows_owner_usage ON rows USING btree (owner_tag, key_version) INCLUDE (size_bytes)"])
     | _table("summaries", [f"owner_tag {_BYTEA}", f"seq {_BIGINT}", f"sealed {_BYTEA}"], "owner_tag, seq")
     | _table("chunks", [f"owner_tag {_BYTEA}", f"seq {_BIGINT}", f"idx {_INT}", f"sealed {_BYTEA}"],

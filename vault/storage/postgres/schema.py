@@ -58,7 +58,7 @@ ALTER TABLE rows ADD COLUMN IF NOT EXISTS summary bytea, ADD COLUMN IF NOT EXIST
 ALTER TABLE rows SET (toast_tuple_target = 8160);
 CREATE INDEX IF NOT EXISTS rows_owner_turn ON rows (owner_tag, turn_tag, seq);
 CREATE INDEX IF NOT EXISTS rows_expiry ON rows (expires_at);
-CREATE INDEX IF NOT EXISTS rows_seq ON rows (seq);
+CREATE INDEX IF NOT EXISTS rows_seq ON rows USING hash (seq);
 CREATE INDEX IF NOT EXISTS rows_owner_usage ON rows (owner_tag, key_version) INCLUDE (size_bytes);
 CREATE TABLE IF NOT EXISTS summaries (owner_tag bytea NOT NULL, seq bigint NOT NULL, sealed bytea NOT NULL,
                                       PRIMARY KEY (owner_tag, seq));
