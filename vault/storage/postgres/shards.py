@@ -40,6 +40,7 @@ DISTRIBUTION_COLUMN = "owner_tag"
 CITUS_SHELL_TRIGGER = re.compile(r"truncate_trigger_\d+")  # what Citus adds to every table it distributes
 SHOWN = "citus.show_shards_for_app_name_prefixes"  # Citus hides shards from catalog queries unless this matches
 COORDINATOR_GROUP = 0
+Problem = tuple[str, str, str, str]  # (table, what was found, on what kind of place, which place)
 _INDEX = re.compile(r"(CREATE (?:UNIQUE )?INDEX )(\S+) ON (\S+) USING ")
 
 # each table of ``%(tables)s`` in ``%(schema)s``: (name, partition method, replication model, colocation group,
@@ -109,7 +110,8 @@ def problems(connection: psycopg.Connection, schema: str) -> list[str]:
     placements = [Placement(table, shard, group, usable, None if host is None else (host, port), made_here)
                   for table, shard, group, usable, host, port, made_here
                   in connection.execute(PLACEMENTS, {"schema": schema, "tables": tables})]
-    found += [(p.table, "no placement", "shard") if p.group is None else (p.table, "not active", "placement")
+    found += [(p.table, "no placement", "shard", p.name) if p.group is None
+              else (p.table, "not active", "placement", f"{p.name} in group {p.group}")
               for p in placements if p.group is None or not p.usable]
     checked = [p for p in placements if p.group is not None and p.usable and not p.made_here]
     described = _described(connection, schema, checked)
@@ -120,14 +122,15 @@ def problems(connection: psycopg.Connection, schema: str) -> list[str]:
     for placement in checked:
         held = held_by.get((placement.group, placement.name), set())
         expected = shard_objects(placement.table, placement.shard)
-        found += [(placement.table, f"{kind} added", "shard") for _, kind, _ in held - expected]
-        found += [(placement.table, f"{kind} missing", "shard") for _, kind, _ in expected - held]
-    for lines in described.values():
-        found += [(table, f"{kind} added", "worker shell") for table, kind, text in lines
+        found += [(placement.table, f"{kind} added", "shard", placement.name) for _, kind, _ in held - expected]
+        found += [(placement.table, f"{kind} missing", "shard", placement.name) for _, kind, _ in expected - held]
+    for group, lines in described.items():
+        found += [(table, f"{kind} added", "worker shell", f"group {group}") for table, kind, text in lines
                   if table in tables and (table, kind, text) not in EXPECTED
                   and not (kind == "trigger" and CITUS_SHELL_TRIGGER.fullmatch(text))]
+    places = Counter((table, what, where) for table, what, where, _ in set(found))  # where each was found
     return [f"{what} on {table}" + (f" ({count} {where}{'s' if count > 1 else ''})" if where else "")
-            for (table, what, where), count in sorted(Counter(found).items())]
+            for (table, what, where), count in sorted(places.items())]
 
 
 def shard_objects(table: str, shard: int) -> set[Described]:
@@ -147,19 +150,19 @@ def shard_objects(table: str, shard: int) -> set[Described]:
     return made
 
 
-def _distribution(rows: list[tuple]) -> list[tuple[str, str, str]]:
+def _distribution(rows: list[tuple]) -> list[Problem]:
     """Each owner table hash-distributed by owner_tag, all in the colocation group of the first; each shared table
     a reference table (partition method n, replication model t)."""
-    found: list[tuple[str, str, str]] = []
+    found: list[Problem] = []
     by_table = {str(name): (method, model, group, column) for name, method, model, group, column in rows}
     groups = {by_table[table][2] for table in OWNER_TABLES}
     for table in OWNER_TABLES:
         method, _, group, column = by_table[table]
         if method != "h" or column != DISTRIBUTION_COLUMN:
-            found.append((table, f"no distribution by {DISTRIBUTION_COLUMN}", ""))
+            found.append((table, f"no distribution by {DISTRIBUTION_COLUMN}", "", ""))
         elif len(groups) > 1 and group != by_table[OWNER_TABLES[0]][2]:
-            found.append((table, f"no colocation with {OWNER_TABLES[0]}", ""))
-    found += [(table, "no reference table", "") for table in SHARED_TABLES if by_table[table][:2] != ("n", "t")]
+            found.append((table, f"no colocation with {OWNER_TABLES[0]}", "", ""))
+    found += [(table, "no reference table", "", "") for table in SHARED_TABLES if by_table[table][:2] != ("n", "t")]
     return found
 
 
