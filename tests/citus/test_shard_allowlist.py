@@ -5,6 +5,7 @@ or a placement not active is refused as well; a vault left alone opens (vault/st
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 
 import psycopg
@@ -131,3 +132,25 @@ def test_a_placement_not_active_is_refused(citus_admin: psycopg.Connection, vaul
         assert "not active on rows (1 placement)" in _refused(vault_on_citus)
     finally:
         citus_admin.execute("UPDATE pg_dist_placement SET shardstate = 1 WHERE placementid = %s", placement)
+
+
+def test_a_role_that_only_uses_the_tables_checks_the_shards_too(citus_cluster: CitusCluster,
+                                                                citus_admin: psycopg.Connection,
+                                                                vault_on_citus: DistributedVault) -> None:
+    role, password = "citus_user_" + secrets.token_hex(4), secrets.token_urlsafe(18)
+    names = {"role": sql.Identifier(role), "schema": sql.Identifier(vault_on_citus.schema)}
+    for statement in ("CREATE ROLE {role} LOGIN PASSWORD " + sql.Literal(password).as_string(citus_admin),
+                      "GRANT USAGE ON SCHEMA {schema} TO {role}",
+                      "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}",
+                      "GRANT USAGE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}"):
+        citus_admin.execute(sql.SQL(statement).format(**names))
+    try:
+        user = DistributedVault(citus_cluster.url(user=role, password=password, schema=vault_on_citus.schema),
+                                vault_on_citus.schema, vault_on_citus.keyring)
+        Vault.open(user.url, keyring_backend=user.keyring).close()
+        table, statements, named = PLANTED["rule"]
+        shard, worker = shard_on_a_worker(citus_admin, citus_cluster, vault_on_citus.schema, table)
+        _plant(worker, statements, vault_on_citus.schema, shard)
+        assert named in _refused(user)
+    finally:
+        citus_admin.execute(sql.SQL("DROP OWNED BY {role}; DROP ROLE {role}").format(**names))
