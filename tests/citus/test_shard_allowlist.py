@@ -21,7 +21,7 @@ from tests.citus.placements import (
 )
 from tests.support.citus import CitusCluster, connect
 from vault import IntegrityError, Vault
-from vault.storage.postgres import shards
+from vault.storage.postgres import citus, shards
 
 KEEP = "CREATE FUNCTION {schema}.planted_keep() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END'"
 # (table, what is planted on one of its shards, the kind the refusal names)
@@ -77,7 +77,7 @@ def test_a_vault_left_alone_opens_again_and_its_placements_check(vault_on_citus:
         placed = owner.execute("SELECT count(*) FROM pg_dist_shard s JOIN pg_dist_placement USING (shardid) "
                                "JOIN pg_class c ON c.oid = s.logicalrelid WHERE c.relnamespace = %s::regnamespace",
                                [vault_on_citus.schema]).fetchone()
-    assert placed is not None and placed[0] >= len(shards.OWNER_TABLES) * 2 + len(shards.SHARED_TABLES) * 2, \
+    assert placed is not None and placed[0] >= len(citus.OWNER_TABLES) * 2 + len(citus.SHARED_TABLES) * 2, \
         "the check ran over the distributed tables' shards on both workers"
 
 

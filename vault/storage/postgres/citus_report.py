@@ -13,11 +13,11 @@ import psycopg
 from vault.errors import VaultError
 from vault.storage.base import Finding
 from vault.storage.postgres import shards
+from vault.storage.postgres.citus import OWNER_TABLES, SHARED_TABLES, has_citus
 from vault.storage.postgres.connections import present
 from vault.storage.postgres.durability import NODE_SETTINGS, durability
 from vault.storage.postgres.schema import TABLES_SCHEMA
 
-PRESENT = "SELECT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'citus')"
 # the vault's shards and placements by node: (node, shards, placements not active)
 BY_NODE = """
 SELECT coalesce(n.nodename || ':' || n.nodeport, 'group ' || pl.groupid), count(*),
@@ -32,7 +32,7 @@ GROUP BY 1 ORDER BY 1
 
 def cluster(connection: psycopg.Connection) -> list[Finding]:
     """Findings about the Citus cluster the connection's server coordinates (none when it has no Citus)."""
-    if not present(connection.execute(PRESENT).fetchone())[0]:
+    if not has_citus(connection):
         return []
     version = str(present(connection.execute("SELECT pg_catalog.citus_version()").fetchone())[0]).split(" on ")[0]
     workers = [f"{host}:{port}" for host, port in connection.execute(
@@ -70,7 +70,7 @@ def _vault_tables(connection: psycopg.Connection) -> list[Finding]:
     if present(connection.execute("SELECT to_regclass('scratchvault_schema')").fetchone())[0] is None:
         return []
     schema = str(present(connection.execute(TABLES_SCHEMA).fetchone())[0])
-    parameters = {"schema": schema, "tables": list(shards.OWNER_TABLES + shards.SHARED_TABLES)}
+    parameters = {"schema": schema, "tables": list(OWNER_TABLES + SHARED_TABLES)}
     distribution = _distribution(connection.execute(shards.DISTRIBUTION, parameters).fetchall())
     found = [Finding("", f"distribution: {distribution}"),
              Finding("", "placements: " + (", ".join(

@@ -19,7 +19,7 @@ import psycopg
 from psycopg import sql
 
 from vault.errors import IntegrityError, StorageError
-from vault.storage.postgres import catalog, citus
+from vault.storage.postgres import catalog, citus, shards
 from vault.storage.postgres.connections import present
 
 # of the PostgreSQL schema; independent of the SQLite file's. 2: the keys of expiry epochs (epoch_keys,
@@ -141,6 +141,7 @@ def migrate(connection: psycopg.Connection) -> str:
                            "backup") from None
     if citus.has_citus(connection):
         citus.distribute(connection, schema)
+        shards.check_placements(connection, schema)
     return schema
 
 

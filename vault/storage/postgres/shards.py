@@ -8,7 +8,7 @@ coordinator's allowlist (catalog.py) does not look, and keep or copy the rows a 
 is described where it lives, by the catalog query the allowlist uses (``catalog.OBJECTS``), and must equal the
 coordinator's allowlist for its table with Citus's names: the table and each constraint and index named with the
 suffix ``_<shardid>`` (``rows_pkey_102137`` on ``rows_102137``), and no trigger. A worker's shells may hold what the
-coordinator's may: the allowlist and Citus's ``truncate_trigger_<oid>``. The distribution itself is checked too:
+coordinator's may, Citus's truncate trigger included. The distribution itself is checked too:
 each owner table hash-distributed by ``owner_tag`` in one colocation group, each shared table a reference table,
 every shard placed, every placement active on an active primary node.
 
@@ -31,13 +31,9 @@ import psycopg
 
 from vault.errors import IntegrityError, StorageError
 from vault.storage.postgres.catalog import EXPECTED, OBJECTS, Described
+from vault.storage.postgres.citus import DISTRIBUTION_COLUMN, OWNER_TABLES, SHARED_TABLES
 from vault.storage.postgres.connections import present
 
-OWNER_TABLES = ("owners", "rows", "chunks", "summaries", "owner_keys", "key_reservations", "key_tombstones",
-                "deletions")
-SHARED_TABLES = ("scratchvault_schema", "meta", "epoch_keys", "epoch_reservations", "epoch_tombstones")
-DISTRIBUTION_COLUMN = "owner_tag"
-CITUS_SHELL_TRIGGER = re.compile(r"truncate_trigger_\d+")  # what Citus adds to every table it distributes
 SHOWN = "citus.show_shards_for_app_name_prefixes"  # Citus hides shards from catalog queries unless this matches
 COORDINATOR_GROUP = 0
 Problem = tuple[str, str, str, str]  # (table, what was found, on what kind of place, which place)
@@ -126,8 +122,7 @@ def problems(connection: psycopg.Connection, schema: str) -> list[str]:
         found += [(placement.table, f"{kind} missing", "shard", placement.name) for _, kind, _ in expected - held]
     for group, lines in described.items():
         found += [(table, f"{kind} added", "worker shell", f"group {group}") for table, kind, text in lines
-                  if table in tables and (table, kind, text) not in EXPECTED
-                  and not (kind == "trigger" and CITUS_SHELL_TRIGGER.fullmatch(text))]
+                  if table in tables and (table, kind, text) not in EXPECTED]
     places = Counter((table, what, where) for table, what, where, _ in set(found))  # where each was found
     return [f"{what} on {table}" + (f" ({count} {where}{'s' if count > 1 else ''})" if where else "")
             for (table, what, where), count in sorted(places.items())]
