@@ -92,7 +92,7 @@ def test_an_object_planted_on_a_shard_on_a_worker_is_refused(citus_cluster: Citu
     assert named in message and "planted" not in message
 
 
-def test_a_trigger_on_the_coordinators_copy_of_a_reference_table_is_refused(
+def test_a_rule_on_the_coordinators_copy_of_a_reference_table_is_refused(
         citus_cluster: CitusCluster, citus_admin: psycopg.Connection, vault_on_citus: DistributedVault) -> None:
     shard = shard_on_the_coordinator(citus_admin, vault_on_citus.schema, "epoch_tombstones")
     _plant(citus_cluster.coordinator_url, ["CREATE RULE planted AS ON DELETE TO {shard} DO INSTEAD NOTHING"],
@@ -113,7 +113,7 @@ def test_a_shard_dropped_on_a_worker_is_refused(citus_cluster: CitusCluster, cit
                                                 vault_on_citus: DistributedVault) -> None:
     shard, worker = shard_on_a_worker(citus_admin, citus_cluster, vault_on_citus.schema, "key_reservations")
     _plant(worker, ["DROP TABLE {shard}"], vault_on_citus.schema, shard)
-    assert "kind missing on key_reservations (1 shard)" in _refused(vault_on_citus)
+    assert "table missing on key_reservations (1 shard)" in _refused(vault_on_citus)
 
 
 def test_an_owner_table_moved_out_of_the_colocation_group_is_refused(citus_admin: psycopg.Connection,

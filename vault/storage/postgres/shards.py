@@ -117,6 +117,9 @@ def problems(connection: psycopg.Connection, schema: str) -> list[str]:
             held_by.setdefault((group, line[0]), set()).add(line)
     for placement in checked:
         held = held_by.get((placement.group, placement.name), set())
+        if not held:  # the shard's table itself is gone (or hidden from Citus's own sessions)
+            found.append((placement.table, "table missing", "shard", placement.name))
+            continue
         expected = shard_objects(placement.table, placement.shard)
         found += [(placement.table, f"{kind} added", "shard", placement.name) for _, kind, _ in held - expected]
         found += [(placement.table, f"{kind} missing", "shard", placement.name) for _, kind, _ in expected - held]
