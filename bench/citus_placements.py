@@ -2,10 +2,10 @@
 
 ``python -m bench.citus_placements URL [--runs N]`` makes a vault at ``URL`` (a Citus coordinator, logging in as
 the role that owns an empty schema, first on the URL's search_path: the first open distributes the 8 owner tables
-over 32 shards each and makes the 5 shared tables reference tables; its keys are in memory), then times, alternating, N calls of the placement check alone (in a
-transaction of its own, as the open runs it) and N whole ``Vault.open`` calls, which include it, and prints the
-median and the quartiles of each in ms, with the number of placements checked (docs/decisions.md, "Sharding over
-Citus").
+over 32 shards each and makes the 5 shared tables reference tables; its keys are in memory), then times,
+alternating, N calls of the placement check alone (in a transaction of its own, as the open runs it) and N whole
+``Vault.open`` calls, which include it, and prints the median and the quartiles of each in ms, with the number of
+placements checked (docs/decisions.md, "Sharding over Citus").
 """
 
 from __future__ import annotations

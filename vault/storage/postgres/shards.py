@@ -49,13 +49,13 @@ LEFT JOIN pg_catalog.pg_class c ON c.relname = t.name AND c.relnamespace = %(sch
 LEFT JOIN pg_catalog.pg_dist_partition p ON p.logicalrelid = c.oid
 ORDER BY t.position
 """
-# every shard of those tables and its placements: (table, shard id, group, usable, node name, node port, made by
-# this transaction). Usable: shard state 1 on an active primary. Made here: its placement row's xmin is one of this
-# transaction's ids, told by being at or after its top-level id (modulo 2^32) and still in progress.
+# every shard of those tables and its placements: (table, shard id, group, usable, made by this transaction).
+# Usable: shard state 1 on an active primary. Made here: its placement row's xmin is one of this transaction's ids,
+# told by being at or after its top-level id (modulo 2^32) and still in progress.
 PLACEMENTS = """
 WITH mine AS (SELECT pg_catalog.pg_current_xact_id_if_assigned()::text::bigint AS top)
 SELECT c.relname::text, s.shardid, pl.groupid,
-       coalesce(pl.shardstate = 1 AND n.isactive, false), n.nodename, n.nodeport,
+       coalesce(pl.shardstate = 1 AND n.isactive, false),
        CASE WHEN mine.top IS NULL OR pl.placementid IS NULL OR after.xids >= 2147483648 THEN false
             ELSE pg_catalog.pg_xact_status((mine.top + after.xids)::text::xid8) = 'in progress' END
 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_dist_shard s ON s.logicalrelid = c.oid
@@ -78,7 +78,6 @@ class Placement(NamedTuple):
     shard: int
     group: int | None
     usable: bool
-    node: tuple[str, int] | None
     made_here: bool
 
     @property
@@ -103,9 +102,7 @@ def problems(connection: psycopg.Connection, schema: str) -> list[str]:
     shells it was found on, sorted (empty: all is)."""
     tables = list(OWNER_TABLES + SHARED_TABLES)
     found = _distribution(connection.execute(DISTRIBUTION, {"schema": schema, "tables": tables}).fetchall())
-    placements = [Placement(table, shard, group, usable, None if host is None else (host, port), made_here)
-                  for table, shard, group, usable, host, port, made_here
-                  in connection.execute(PLACEMENTS, {"schema": schema, "tables": tables})]
+    placements = [Placement(*row) for row in connection.execute(PLACEMENTS, {"schema": schema, "tables": tables})]
     found += [(p.table, "no placement", "shard", p.name) if p.group is None
               else (p.table, "not active", "placement", f"{p.name} in group {p.group}")
               for p in placements if p.group is None or not p.usable]
