@@ -114,4 +114,8 @@ def server_settings(url: str) -> str:
     with psycopg.connect(url, autocommit=True) as connection:
         found = connection.execute("SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s) ORDER BY name",
                                    (list(SETTINGS),)).fetchall()
-    return ", ".join(f"{name} {setting}{'' if unit is None else ' x ' + unit}" for name, setting, unit in found)
+        citus = connection.execute("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'citus'").fetchone()
+        workers = (connection.execute("SELECT count(*) FROM citus_get_active_worker_nodes()").fetchone()
+                   if citus else None)
+    shown = ", ".join(f"{name} {setting}{'' if unit is None else ' x ' + unit}" for name, setting, unit in found)
+    return shown if citus is None else f"{shown}; a Citus {citus[0]} coordinator with {workers and workers[0]} workers"
