@@ -1,0 +1,32 @@
+"""Attacks on the PostgreSQL tables keyed by (owner_tag, seq): what seq alone no longer keeps unique, by whoever
+holds the vault's tables while the vault runs as its least-privilege role."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.attacks.postgres_attacker import PostgresAttacker
+from vault import IntegrityError, Principal, Vault
+
+ALICE, BOB = Principal("alice"), Principal("bob")
+
+
+def integrity_failures(vault: Vault) -> int:
+    return vault._counters.snapshot()["integrity_failures"]
+
+
+@pytest.mark.xfail(strict=True, reason="rows are unique by (owner_tag, seq) only: a sequence set back onto another "
+                                       "owner's live row lets a put store a second row at that seq, unnoticed")
+def test_the_row_sequence_set_back_onto_another_owners_live_row_fails_the_put(pg: PostgresAttacker,
+                                                                              keyring_backend, clock):
+    """threat_model.md, "PostgreSQL (several hosts)": the row sequence set back onto live rows is a counted
+    IntegrityError and the put stores nothing, whoever owns the live row it lands on."""
+    with Vault.open(pg.location, keyring_backend=keyring_backend, clock=clock) as vault:
+        bobs = vault.put(BOB, "t", 1, "x", "bob's").id
+        pg.run(("SELECT setval('row_seq', ?, false)", pg.seq_of(bobs)))  # the next put lands on bob's live seq
+        before, failures = pg.counts(), integrity_failures(vault)
+        with pytest.raises(IntegrityError):
+            vault.put(ALICE, "t", 1, "x", "alice's, at bob's seq")
+        assert integrity_failures(vault) == failures + 1
+        assert pg.counts() == before
+        assert pg.query("SELECT count(*) FROM rows WHERE seq = ?", pg.seq_of(bobs)) == [(1,)]
