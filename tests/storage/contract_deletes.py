@@ -36,7 +36,8 @@ class DeletesContract:
         live = put(store, ids)
         totals: list[int] = []
         assert store.delete_expired(NOW, totals.append) == 5
-        assert totals == [*range(small_batches, 5, small_batches), 5]
+        steps = [after - before for before, after in zip([0, *totals], totals)]  # batches (a store may go by owner)
+        assert totals[-1] == 5 and all(0 <= step <= small_batches for step in steps) and len(set(totals)) > 2
         with store.snapshot() as snap:
             assert [snap.find_row(row.owner_tag, row.row_id, row.seq) for row in expired] == [None] * 5
             assert snap.find_row(live.owner_tag, live.row_id, live.seq) == live

@@ -24,8 +24,9 @@ from vault.errors import IntegrityError
 
 Described = tuple[str, str, str]  # (table, kind of object, its description)
 
-# one line per object on the vault's tables, in the schema ``%(schema)s`` (quoted), the tables ``%(tables)s``
-DESCRIBE = """
+# one line per object on the tables ``%(tables)s`` in the schema ``%(schema)s`` (quoted), as (name, kind, text);
+# also what a Citus worker is asked of the shards it holds (vault/storage/postgres/shards.py)
+OBJECTS = """
 WITH ours AS (SELECT c.oid, c.relname::text AS name, c.relkind, c.relpersistence, c.relrowsecurity,
                      c.relforcerowsecurity
               FROM pg_catalog.pg_class c JOIN unnest(%(tables)s::text[]) AS t(name) ON c.relname = t.name
@@ -60,9 +61,12 @@ UNION ALL SELECT name, 'rule', r.rulename FROM ours JOIN pg_catalog.pg_rewrite r
 UNION ALL SELECT name, 'policy', p.polname FROM ours JOIN pg_catalog.pg_policy p ON p.polrelid = ours.oid
 UNION ALL SELECT name, 'inheritance', 'inherits' FROM ours JOIN pg_catalog.pg_inherits h ON h.inhrelid = ours.oid
 UNION ALL SELECT name, 'inheritance', 'inherited' FROM ours JOIN pg_catalog.pg_inherits h ON h.inhparent = ours.oid
-UNION ALL SELECT name, 'shadowed', 'another relation of its name comes first on the search path' FROM ours
+"""
+# and, asked in the vault's own session: a relation of a table's name that its search path finds first
+SHADOWED = """UNION ALL SELECT name, 'shadowed', 'another relation of its name comes first on the search path' FROM ours
     WHERE to_regclass(quote_ident(name)) IS DISTINCT FROM ours.oid
 """
+DESCRIBE = "".join((OBJECTS, SHADOWED))
 
 
 def _table(name: str, columns: Iterable[str], key: str, indexes: Iterable[str] = ()) -> set[Described]:
@@ -84,7 +88,7 @@ EXPECTED: frozenset[Described] = frozenset(
                       f"wrapped_key {_BYTEA}", f"metadata {_BYTEA}", "summary bytea", "chunk bytea"], "owner_tag, seq",
              ["CREATE INDEX rows_owner_turn ON rows USING btree (owner_tag, turn_tag, seq)",
               "CREATE INDEX rows_expiry ON rows USING btree (expires_at)",
-              "CREATE INDEX rows_seq ON rows USING btree (seq)",
+              "CREATE INDEX rows_seq ON rows USING hash (seq)",
               "CREATE INDEX rows_owner_usage ON rows USING btree (owner_tag, key_version) INCLUDE (size_bytes)"])
     | _table("summaries", [f"owner_tag {_BYTEA}", f"seq {_BIGINT}", f"sealed {_BYTEA}"], "owner_tag, seq")
     | _table("chunks", [f"owner_tag {_BYTEA}", f"seq {_BIGINT}", f"idx {_INT}", f"sealed {_BYTEA}"],

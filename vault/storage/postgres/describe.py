@@ -7,6 +7,7 @@ database and role is ever shown (the URL may hold a password).
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator, Mapping, Sequence
 
 import psycopg
@@ -15,7 +16,9 @@ from keys import EPOCH_WRAPPED_SIZE
 from vault.errors import IntegrityError, InvalidArgument, VaultError
 from vault.storage.base import Finding
 from vault.storage.epoch_report import LIVE, NO_EPOCH, UNSWEPT, epoch_findings
+from vault.storage.postgres.citus_report import cluster
 from vault.storage.postgres.connections import CONNECT_TIMEOUT, TRANSLATE, present
+from vault.storage.postgres.durability import NODE_SETTINGS, durability
 from vault.storage.postgres.schema import OUR_TABLES, SCHEMA_VERSION, TABLES, check_foreign_objects
 from vault.storage.sql.values import blob
 
@@ -27,7 +30,6 @@ BROAD_ROLES = ("pg_read_server_files", "pg_write_server_files", "pg_execute_serv
                "pg_write_all_data")
 NEEDED = ("SELECT", "INSERT", "UPDATE", "DELETE")
 EXTRA = ("TRUNCATE", "REFERENCES", "TRIGGER")
-DURABLE_COMMITS = ("on", "remote_apply", "remote_write", "local")  # each waits for the local WAL flush
 
 
 def display(url: str) -> str:
@@ -70,7 +72,8 @@ def describe(url: str, now: float) -> list[Finding]:
     found = [Finding("", f"database: {display(url)}")]
     try:
         with read_only(url) as connection, TRANSLATE:
-            return found + _transport(connection) + _role(connection) + _settings(connection) + _vault(connection, now)
+            return (found + _transport(connection) + _role(connection) + _settings(connection)
+                    + cluster(connection) + _vault(connection, now))
     except VaultError as error:
         return [*found, Finding("FAIL", f"database: {error}")]
 
@@ -154,26 +157,8 @@ def _needed(table: str) -> tuple[str, ...]:
 
 
 def _settings(connection: psycopg.Connection) -> list[Finding]:
-    """Durability (fsync, synchronous_commit) and the copies of deleted rows the server keeps elsewhere."""
-    fsync, commit, archive = _one(connection, "SELECT current_setting('fsync'), "
-                                              "current_setting('synchronous_commit'), current_setting('archive_mode')")
-    found = [Finding("ok" if fsync == "on" else "FAIL", f"fsync {fsync}" + (
-        "" if fsync == "on" else ": a crash can lose or corrupt acknowledged rows; turn it on")),
-             Finding("ok" if commit in DURABLE_COMMITS else "FAIL", f"synchronous_commit {commit}" + (
-                 "" if commit in DURABLE_COMMITS else ": a crash can lose rows a put acknowledged; turn it on"))]
-    replicas = _one(connection, "SELECT count(*) FROM pg_stat_replication")[0]
-    slots = _one(connection, "SELECT count(*) FROM pg_replication_slots")[0]
-    copies = ([f"archive_mode {archive}"] if archive != "off" else []) + (
-        [f"{replicas} replica(s) streaming"] if replicas else []) + ([f"{slots} replication slot(s)"] if slots else [])
-    if copies:
-        found.append(Finding("WARN", f"copies of the WAL leave this server ({', '.join(copies)}): deleted and "
-                                     "expired rows live on there until the key version that wrapped them is "
-                                     "retired; run 'scratchvault maintain' from a timer (README, \"Scheduled "
-                                     "key maintenance\")"))
-    else:
-        found.append(Finding("ok", "archive_mode off, no replicas or replication slots (deleted rows still stay "
-                                   "in the WAL and table files until their key version is retired)"))
-    return found
+    """Durability and the copies of deleted rows this server keeps elsewhere."""
+    return durability(json.loads(_one(connection, NODE_SETTINGS)[0]))
 
 
 def _vault(connection: psycopg.Connection, now: float) -> list[Finding]:

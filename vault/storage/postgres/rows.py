@@ -40,6 +40,7 @@ class TransactionHost(Protocol):
 
     pool: Pool
     schema: str | None
+    sharded: bool  # on a Citus coordinator (vault/storage/postgres/citus.py)
 
     def open_transaction(self) -> PgReads | None: ...
 

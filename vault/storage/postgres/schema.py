@@ -19,7 +19,7 @@ import psycopg
 from psycopg import sql
 
 from vault.errors import IntegrityError, StorageError
-from vault.storage.postgres import catalog, citus
+from vault.storage.postgres import catalog, citus, shards
 from vault.storage.postgres.connections import present
 
 # of the PostgreSQL schema; independent of the SQLite file's. 2: the keys of expiry epochs (epoch_keys,
@@ -58,7 +58,7 @@ ALTER TABLE rows ADD COLUMN IF NOT EXISTS summary bytea, ADD COLUMN IF NOT EXIST
 ALTER TABLE rows SET (toast_tuple_target = 8160);
 CREATE INDEX IF NOT EXISTS rows_owner_turn ON rows (owner_tag, turn_tag, seq);
 CREATE INDEX IF NOT EXISTS rows_expiry ON rows (expires_at);
-CREATE INDEX IF NOT EXISTS rows_seq ON rows (seq);
+CREATE INDEX IF NOT EXISTS rows_seq ON rows USING hash (seq);
 CREATE INDEX IF NOT EXISTS rows_owner_usage ON rows (owner_tag, key_version) INCLUDE (size_bytes);
 CREATE TABLE IF NOT EXISTS summaries (owner_tag bytea NOT NULL, seq bigint NOT NULL, sealed bytea NOT NULL,
                                       PRIMARY KEY (owner_tag, seq));
@@ -118,7 +118,8 @@ OUR_TABLES = ("SELECT array_agg(to_regclass(name)::oid) FILTER (WHERE to_regclas
 def migrate(connection: psycopg.Connection) -> str:
     """Create missing tables and record the schema version, under an advisory lock (PostgreSQL DDL is
     transactional: two hosts opening one new database make it once); returns the schema the tables are in (quoted).
-    A database of a newer scratchvault, or one whose tables carry a trigger, rule or policy, is refused."""
+    A database of a newer scratchvault, or one whose tables carry a trigger, rule or policy, is refused; on Citus, once
+    the tables are distributed, so is one whose placements hold anything Citus did not make of them (shards.py)."""
     connection.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATE_LOCK))
     schema = present(connection.execute(TABLES_SCHEMA).fetchone())[0]
     found = None
@@ -144,6 +145,7 @@ def migrate(connection: psycopg.Connection) -> str:
                            "backup") from None
     if citus.has_citus(connection):
         citus.distribute(connection, schema)
+        shards.check_placements(connection, schema)
     return schema
 
 

@@ -47,6 +47,9 @@ OWNER_LOCK = "SELECT pg_advisory_xact_lock(%s, %s)"
 # a put's seq: from the sequence, never reused, in a statement of its own (with Citus the sequence lives on the
 # coordinator, and a statement naming an owner's table goes whole to a worker)
 NEXT_SEQ = "SELECT nextval('row_seq')"
+# whether another owner's row already holds the seq just taken (the sequence set back onto live rows: the primary key
+# catches the owner's own); by the hash index on seq, on one server only (with Citus it would ask every shard)
+SEQ_TAKEN = "SELECT EXISTS (SELECT 1 FROM rows WHERE seq = currval('row_seq'))"
 # the commitment of the key version that will wrap the put's row (none once tombstoned), that key's row held FOR SHARE
 # until the put commits: a shred or retirement deletes it, so it waits for the put, or the put sees it gone; and the
 # epoch key's likewise (closing an epoch waits for the put)
@@ -84,22 +87,14 @@ DELETE_ROW = ("WITH gone AS (DELETE FROM rows WHERE owner_tag = %(tag)s AND seq 
               "chunks_gone AS (DELETE FROM chunks WHERE owner_tag = %(tag)s AND seq IN (SELECT seq FROM gone)), "
               "summary_gone AS (DELETE FROM summaries WHERE owner_tag = %(tag)s AND seq IN (SELECT seq FROM gone)) "
               "SELECT expires_at FROM gone")
-# a batch of rows past a seq locked, rows another transaction is deleting skipped (two hosts' gc never collide),
-# and deleted with their summaries and chunks in the same statement; returns how many were locked, how many rows
-# went and the last seq (the next batch starts after it: it never walks again over the index entries of the rows
-# the batches before it deleted, which stay in the index until a VACUUM)
-DELETE_EXPIRED_BATCH = (
-    "WITH batch AS (SELECT owner_tag, seq FROM rows WHERE expires_at <= %(now)s AND seq > %(after)s ORDER BY seq "
-    "LIMIT %(size)s FOR UPDATE SKIP LOCKED), "
-    "rows_gone AS (DELETE FROM rows r USING batch b WHERE r.owner_tag = b.owner_tag AND r.seq = b.seq RETURNING 1), "
-    "chunks_gone AS (DELETE FROM chunks c USING batch b WHERE c.owner_tag = b.owner_tag AND c.seq = b.seq), "
-    "summaries_gone AS (DELETE FROM summaries s USING batch b WHERE s.owner_tag = b.owner_tag AND s.seq = b.seq) "
-    "SELECT (SELECT count(*) FROM batch), (SELECT count(*) FROM rows_gone), (SELECT max(seq) FROM batch)")
-# one owner's batch: all its rows (a shred), or (``now`` not NULL) its expired ones (gc with Citus, where a locking
-# statement must stay on one worker: EXPIRED_OWNERS, the one statement over every shard, says whose to collect)
+# one owner's batch of rows past a seq, locked (rows another transaction is deleting skipped: two hosts' gc never
+# collide) and deleted with their summaries and chunks in the same statement: all its rows (a shred), or (``now``
+# not NULL) its expired ones (gc, owner by owner: EXPIRED_OWNERS says whose). Returns how many were locked, how many
+# rows went and the last seq (the next batch starts after it: it never walks again over the index entries of the
+# rows the batches before it deleted, which stay in the index until a VACUUM)
 DELETE_OWNER_BATCH = (
     "WITH batch AS (SELECT seq FROM rows WHERE owner_tag = %(tag)s AND seq > %(after)s "
-    "AND (%(now)s::double precision IS NULL OR expires_at <= %(now)s) ORDER BY seq LIMIT %(size)s "
+    "AND (%(now)s::double precision IS NULL OR expires_at <= %(now)s) ORDER BY owner_tag, seq LIMIT %(size)s "
     "FOR UPDATE SKIP LOCKED), "
     "rows_gone AS (DELETE FROM rows WHERE owner_tag = %(tag)s AND seq = ANY(ARRAY(SELECT seq FROM batch)) "
     "RETURNING 1), "

@@ -123,10 +123,9 @@ class PostgresStore:
         raise AssertionError("unreachable")
 
     def delete_expired(self, now: float, progress: Progress = None) -> int:
-        """Delete every row expired at ``now``, GC_BATCH per transaction; returns how many. Sharded, owner by owner
-        (a statement that locks rows must stay on one worker), the owners from one statement over every shard."""
-        if not self.sharded:
-            return self._delete_in_batches(sql.DELETE_EXPIRED_BATCH, {"now": now}, progress)
+        """Delete every row expired at ``now``, owner by owner, GC_BATCH per transaction; returns how many. The owners
+        come from one statement (over every shard, with Citus); each owner's batches are found and deleted by the
+        owner's primary-key prefix (with Citus on the owner's worker: a statement that locks rows must stay on one)."""
         removed = 0
         for (owner_tag,) in self.query(sql.EXPIRED_OWNERS, (now,)):
             owner_progress = None if progress is None else partial(_progress_after, progress, removed)

@@ -155,14 +155,19 @@ class PgWriteTx(PgReads):
                                  epoch: tuple[int, int] = (0, 0)) -> tuple[int, bytes | None, bytes | None]:
         """The next seq (a sequence: never reused) and the recorded commitments of the key version and the epoch
         key, their rows held FOR SHARE (closing an epoch waits for this put); the owner's lock first. Lock, seq and
-        commitments go in one round trip with the BEGIN."""
+        commitments go in one round trip with the BEGIN. On one server, a seq another owner's row holds (the
+        sequence set back) is an IntegrityError here; the primary key refuses the owner's own at the insert."""
         key = owner_lock_key(owner_tag)
         statements = [] if key in self._locked else [(sql.OWNER_LOCK, key)]
         parameters = {"tag": owner_tag, "v": key_version, "len": epoch[0], "e": epoch[1]}
-        *_, seq_cursor, commitments = self._sent_together([*statements, (sql.NEXT_SEQ, None),
-                                                            (sql.COMMITMENTS, parameters)])
+        checks = [] if self._store.sharded else [(sql.SEQ_TAKEN, None)]
+        cursors = self._sent_together([*statements, (sql.NEXT_SEQ, None), *checks, (sql.COMMITMENTS, parameters)])
         self._locked.add(key)
-        seq = present(fetched(seq_cursor.fetchone))[0]
+        seq, *taken, commitments = cursors[len(statements):]
+        if taken and present(fetched(taken[0].fetchone))[0]:
+            raise IntegrityError("the row sequence returned a seq another owner's row holds (it was set back); "
+                                 "restore the database from backup")
+        seq = present(fetched(seq.fetchone))[0]
         commitment, epoch_check = present(fetched(commitments.fetchone))
         if type(seq) is not int or seq < 1:
             raise IntegrityError("the row sequence returned a value that is not a seq")
