@@ -65,6 +65,11 @@ def outcome_of(error: BaseException) -> str:
     return next((name for kind, name in OUTCOMES if isinstance(error, kind)), "error")
 
 
+def recording() -> bool:
+    """Whether a record of the audited call in progress on this thread is being built (the trail is on)."""
+    return _CALL.get() is not None
+
+
 def note(**details: bool | int | str) -> None:
     """Add details to the record of the audited call in progress on this thread (nothing outside one)."""
     call = _CALL.get()

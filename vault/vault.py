@@ -278,9 +278,9 @@ class Vault:
         if row is None or not mine or row.expires_at <= self._now() or (
                 self._deletions.named(reads, index, owner_tag).names(row.row_id)):  # deleted, then written back
             self._counters.count("denied")
-            denied = (not mine) if row is not None else row_id is not None and _held_by_another(reads, owner_tag,
-                                                                                               row_id, index.row_seq)
-            audit.note(denied=denied)  # only the operator's audit trail tells these apart
+            if audit.recording():  # only the operator's audit trail tells these apart; only then is it asked
+                audit.note(denied=(not mine) if row is not None else row_id is not None and _held_by_another(
+                    reads, owner_tag, row_id, index.row_seq))
             log.info("scratchvault: access denied or no such row")
             raise NotFound()
         opened, metadata = self._unsealer.unseal(principal.user_id, row)

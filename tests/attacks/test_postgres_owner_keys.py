@@ -17,8 +17,6 @@ def integrity_failures(vault: Vault) -> int:
     return vault._counters.snapshot()["integrity_failures"]
 
 
-@pytest.mark.xfail(strict=True, reason="rows are unique by (owner_tag, seq) only: a sequence set back onto another "
-                                       "owner's live row lets a put store a second row at that seq, unnoticed")
 def test_the_row_sequence_set_back_onto_another_owners_live_row_fails_the_put(pg: PostgresAttacker,
                                                                               keyring_backend, clock):
     """threat_model.md, "PostgreSQL (several hosts)": the row sequence set back onto live rows is a counted
@@ -34,9 +32,6 @@ def test_the_row_sequence_set_back_onto_another_owners_live_row_fails_the_put(pg
         assert pg.query("SELECT count(*) FROM rows WHERE seq = ?", pg.seq_of(bobs)) == [(1,)]
 
 
-@pytest.mark.xfail(strict=True, reason="gc's next batch starts after the last seq of the one before: of two rows at "
-                                       "one seq (two owners, the sequence set back), a batch ending between them "
-                                       "leaves the second behind, expired")
 def test_gc_removes_every_expired_row_when_two_owners_rows_share_a_seq(pg: PostgresAttacker, keyring_backend, clock,
                                                                        monkeypatch):
     from vault.storage.postgres import store as postgres_store
@@ -53,9 +48,6 @@ def test_gc_removes_every_expired_row_when_two_owners_rows_share_a_seq(pg: Postg
         assert pg.counts()[0] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="the catalog describes a trigger that is not Citus's by its name, and the name "
-                                       "'citus truncate trigger' is what the allowlist takes for Citus's: any trigger "
-                                       "so named passes, on any PostgreSQL")
 def test_a_trigger_named_as_the_allowlist_describes_citus_trigger_is_refused(pg: PostgresAttacker, keyring_backend,
                                                                              clock):
     with Vault.open(pg.location, keyring_backend=keyring_backend, clock=clock) as vault:

@@ -43,9 +43,6 @@ def _chunk_count(citus_cluster: CitusCluster, app_url: str) -> int:
         return admin.execute(counting).fetchone()[0]
 
 
-@pytest.mark.xfail(strict=True, reason="the allowlist reads only the coordinator's catalog: a policy the vault's own "
-                                       "role plants on the shards through run_command_on_shards keeps a deleted "
-                                       "row's chunks, and the delete and the next open pass")
 def test_a_policy_the_vaults_role_plants_on_the_shards_is_refused(citus_cluster: CitusCluster, app_url: str) -> None:
     keyring = MemoryKeyring()
     with Vault.open(app_url, keyring_backend=keyring) as vault:
@@ -58,13 +55,10 @@ def test_a_policy_the_vaults_role_plants_on_the_shards_is_refused(citus_cluster:
         with pytest.raises(IntegrityError):
             vault.delete(ALICE, doomed)
         assert _chunk_count(citus_cluster, app_url) == chunks > 1  # nothing reported deleted that remains
-    with pytest.raises(IntegrityError, match="did not make"):
+    with pytest.raises(IntegrityError, match="otherwise than scratchvault placed them"):
         Vault.open(app_url, keyring_backend=keyring)
 
 
-@pytest.mark.xfail(strict=True, reason="the open distributes only the tables Citus does not know yet, whatever Citus "
-                                       "made of the others: the vault's role can make rows a reference table (every "
-                                       "owner's rows on every worker) and the vault runs on")
 def test_an_owners_table_made_a_reference_table_by_the_vaults_role_is_refused(app_url: str) -> None:
     keyring = MemoryKeyring()
     with Vault.open(app_url, keyring_backend=keyring) as vault:

@@ -49,9 +49,6 @@ def _other_workers_data(admin: psycopg.Connection, citus_cluster: CitusCluster, 
     return others[0]
 
 
-@pytest.mark.xfail(strict=True, reason="a read that finds nothing asks every shard whether another owner holds the "
-                                       "id (held_by_another, for the audit trail): with a worker down, any made-up id "
-                                       "fails the read of an owner that worker does not hold")
 def test_a_miss_with_another_owners_worker_down_is_still_not_found(citus_cluster: CitusCluster,
                                                                    citus_admin: psycopg.Connection) -> None:
     name = "citus_" + secrets.token_hex(6)

@@ -55,7 +55,7 @@ UNION ALL SELECT name, 'trigger', CASE WHEN t.tgisinternal AND t.tgtype = 32 AND
         AND t.tgname = 'truncate_trigger_' || t.oid::text AND p.proname = 'citus_truncate_trigger'
         AND p.pronamespace = 'pg_catalog'::regnamespace
         AND EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')
-    THEN 'citus truncate trigger' ELSE t.tgname END
+    THEN 'citus truncate trigger' ELSE 'named ' || t.tgname END
     FROM ours JOIN pg_catalog.pg_trigger t ON t.tgrelid = ours.oid JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
 UNION ALL SELECT name, 'rule', r.rulename FROM ours JOIN pg_catalog.pg_rewrite r ON r.ev_class = ours.oid
 UNION ALL SELECT name, 'policy', p.polname FROM ours JOIN pg_catalog.pg_policy p ON p.polrelid = ours.oid

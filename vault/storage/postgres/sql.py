@@ -81,12 +81,18 @@ OWNER_USAGE = ("SELECT count(*), coalesce(sum(size_bytes), 0)::bigint "
                "FROM rows WHERE owner_tag = %(tag)s")
 UPSERT_LEDGER = ("INSERT INTO deletions (owner_tag, counter, body, tag) VALUES (%s, %s, %s, %s) ON CONFLICT "
                  "(owner_tag) DO UPDATE SET counter = excluded.counter, body = excluded.body, tag = excluded.tag")
-# one row with its summary and chunks, if it still stores this id; its expiry returned (nothing: it was not there)
+# one row with its summary and chunks, if it still stores this id; its expiry returned (nothing: it was not there),
+# with how many of its chunks and old-layout summaries the statement found and how many it deleted: fewer deleted
+# (a trigger or row security on a table, or on a shard of it, kept some) is tampering
 DELETE_ROW = ("WITH gone AS (DELETE FROM rows WHERE owner_tag = %(tag)s AND seq = %(seq)s AND id = %(id)s "
               "RETURNING seq, expires_at), "
-              "chunks_gone AS (DELETE FROM chunks WHERE owner_tag = %(tag)s AND seq IN (SELECT seq FROM gone)), "
-              "summary_gone AS (DELETE FROM summaries WHERE owner_tag = %(tag)s AND seq IN (SELECT seq FROM gone)) "
-              "SELECT expires_at FROM gone")
+              "chunks_gone AS (DELETE FROM chunks WHERE owner_tag = %(tag)s AND seq IN (SELECT seq FROM gone) "
+              "RETURNING 1), "
+              "summary_gone AS (DELETE FROM summaries WHERE owner_tag = %(tag)s AND seq IN (SELECT seq FROM gone) "
+              "RETURNING 1) "
+              "SELECT expires_at, (SELECT count(*) FROM chunks WHERE owner_tag = %(tag)s AND seq = %(seq)s) "
+              "+ (SELECT count(*) FROM summaries WHERE owner_tag = %(tag)s AND seq = %(seq)s), "
+              "(SELECT count(*) FROM chunks_gone) + (SELECT count(*) FROM summary_gone) FROM gone")
 # one owner's batch of rows past a seq, locked (rows another transaction is deleting skipped: two hosts' gc never
 # collide) and deleted with their summaries and chunks in the same statement: all its rows (a shred), or (``now``
 # not NULL) its expired ones (gc, owner by owner: EXPIRED_OWNERS says whose). Returns how many were locked, how many

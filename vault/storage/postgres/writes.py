@@ -234,11 +234,16 @@ class PgWriteTx(PgReads):
         """Delete one row, its summary and chunks; the expiry it had, or None if the row at its seq no longer
         stores its id (deleted meanwhile). One statement: a concurrent delete of the row waits for this one and
         then finds it gone. The tables are checked before COMMIT whether or not a row went: a trigger planted
-        since open that skips the delete would otherwise pass for "deleted meanwhile"."""
+        since open that skips the delete would otherwise pass for "deleted meanwhile". Every part of the row the
+        statement saw must go with it (the row's lock keeps any other delete of them out): one kept, by whatever
+        object on whichever node, is an IntegrityError, and the transaction rolls back."""
         self.tables_checked_at_commit |= ROW_TABLES
         found = self._one(sql.DELETE_ROW, {"tag": row.owner_tag, "seq": row.seq, "id": row.row_id})
         if found is None:
             return None
+        if found[1] != found[2]:
+            raise IntegrityError("a delete left parts of the row it was asked to remove (the database was altered "
+                                 "to keep them)")
         check_columns(1, found[0], 0)  # a wrong type raises, and the transaction, rolled back, deleted nothing
         self.deleted = True
         return found[0]
