@@ -94,11 +94,11 @@ def test_an_object_planted_on_a_shard_on_a_worker_is_refused(citus_cluster: Citu
 
 def test_a_rule_on_the_coordinators_copy_of_a_reference_table_is_refused(
         citus_cluster: CitusCluster, citus_admin: psycopg.Connection, vault_on_citus: DistributedVault) -> None:
-    shard = shard_on_the_coordinator(citus_admin, vault_on_citus.schema, "epoch_tombstones")
+    shard = shard_on_the_coordinator(citus_admin, vault_on_citus.schema, "meta")
     _plant(citus_cluster.coordinator_url, ["CREATE RULE planted AS ON DELETE TO {shard} DO INSTEAD NOTHING"],
            vault_on_citus.schema, shard)
     message = _refused(vault_on_citus)
-    assert "rule added on epoch_tombstones (1 shard)" in message and "planted" not in message
+    assert "rule added on meta (1 shard)" in message and "planted" not in message
 
 
 def test_a_trigger_on_a_workers_shell_is_refused(citus_cluster: CitusCluster,

@@ -113,9 +113,6 @@ def test_a_stopped_worker_fails_its_owners_operations_and_spares_the_others(citu
         assert _records(quiet_admin, citus_schema, up_tag)["rows"] == 2
 
 
-@pytest.mark.xfail(strict=True, reason="recording a new epoch's key writes epoch_reservations and epoch_tombstones, "
-                                       "reference tables: a write needs every node, so with any worker down no owner "
-                                       "extends or puts into an epoch no row used yet (StorageError)")
 def test_an_owner_on_a_live_worker_extends_and_puts_into_a_new_expiry_epoch(citus_cluster: CitusCluster,
                                                                            quiet_admin: psycopg.Connection,
                                                                            citus_schema: str) -> None:

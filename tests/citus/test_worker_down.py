@@ -3,11 +3,8 @@ finds nothing for its owner is answered by the owner's worker alone, whatever id
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -16,23 +13,10 @@ from psycopg import sql
 
 from keys.testing import MemoryKeyring
 from tests.support.citus import CitusCluster, connect
+from tests.support.citus_nodes import stopped
 from vault import NotFound, Principal, Vault
 
 ALICE = Principal("alice")
-
-
-@contextlib.contextmanager
-def worker_stopped(data: Path) -> Iterator[None]:
-    """The worker whose data directory is ``data`` stopped (fast shutdown) on entry and started again on exit."""
-    pg_ctl = os.environ["SCRATCHVAULT_TEST_CITUS_PGCTL"]
-    as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    subprocess.run([*as_postgres, pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"], check=True,
-                   stdout=subprocess.DEVNULL)
-    try:
-        yield
-    finally:
-        subprocess.run([*as_postgres, pg_ctl, "-D", str(data), "-w", "-t", "60", "-l", str(data / "restart.log"),
-                        "start"], check=True, stdout=subprocess.DEVNULL)
 
 
 def _other_workers_data(admin: psycopg.Connection, citus_cluster: CitusCluster, schema_name: str) -> Path:
@@ -56,7 +40,8 @@ def test_a_miss_with_another_owners_worker_down_is_still_not_found(citus_cluster
     try:
         with Vault.open(citus_cluster.url(schema=name), keyring_backend=MemoryKeyring()) as vault:
             kept = vault.put(ALICE, "t", 1, "x", "alice's").id
-            with worker_stopped(_other_workers_data(citus_admin, citus_cluster, name)):
+            with stopped(Path(os.environ["SCRATCHVAULT_TEST_CITUS_PGCTL"]),
+                         _other_workers_data(citus_admin, citus_cluster, name)):
                 assert vault.get(ALICE, kept).content == "alice's"  # her worker answers
                 with pytest.raises(NotFound):
                     vault.get(ALICE, secrets.token_hex(16))  # a made-up id: her worker alone can say it is not hers

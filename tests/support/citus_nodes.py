@@ -44,10 +44,12 @@ def database_of(url: str) -> str:
 
 
 def as_postgres(command: list[str], directory: Path) -> None:
-    """Run a PostgreSQL program from ``directory`` (as ``postgres`` when root); its output in the failure."""
+    """Run a PostgreSQL program from ``directory`` (as ``postgres`` when root), in a session of its own (a server it
+    starts outlives whatever ends the test's process group); its output in the failure."""
     if os.geteuid() == 0:
         command = ["runuser", "-u", "postgres", "--", *command]
-    done = subprocess.run(command, cwd=directory, capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(command, cwd=directory, capture_output=True, text=True, timeout=120, check=False,
+                          start_new_session=True)
     assert done.returncode == 0, f"{command[-1]} failed ({done.returncode}): {done.stdout}{done.stderr}"
 
 

@@ -3,7 +3,8 @@
 Where the database has the ``citus`` extension, the migration (under its advisory lock) makes every table of an
 owner's records a distributed table, hashed on ``owner_tag`` and co-located, so one owner's row, chunks, summary,
 key records and ledger live in shards of one worker and every statement naming the owner is routed to that worker;
-and the tables every owner shares a reference table (a copy on every node). Distributing a table that already holds
+the vault's version and meta values reference tables (a copy on every node); and the expiry epochs' records the
+coordinator's own tables, so a worker down stops only the owners it holds. Distributing a table that already holds
 rows (a vault moved from one PostgreSQL) copies them to the shards; the coordinator's local copy is then truncated,
 so no row a later delete removes stays behind on the coordinator. Without the extension nothing here runs.
 """
@@ -17,7 +18,11 @@ from vault.storage.postgres.connections import present
 # an owner's records, distributed by owner_tag; the first is the one the others are co-located with
 OWNER_TABLES = ("owners", "rows", "chunks", "summaries", "owner_keys", "key_reservations", "key_tombstones",
                 "deletions")
-SHARED_TABLES = ("scratchvault_schema", "meta", "epoch_keys", "epoch_reservations", "epoch_tombstones")
+# every owner's, copied to every node; written only when a vault is made or migrated
+SHARED_TABLES = ("scratchvault_schema", "meta")
+# the expiry epochs' records stay the coordinator's own tables: a put into an epoch no row has used yet records its
+# key, and a write to a reference table needs every node, so with any worker down no owner could do that
+COORDINATOR_TABLES = ("epoch_keys", "epoch_reservations", "epoch_tombstones")
 DISTRIBUTION_COLUMN = "owner_tag"
 HAS_CITUS = "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')"
 # the vault's tables Citus already knows: (name, 'h' hash-distributed or 'n' reference)

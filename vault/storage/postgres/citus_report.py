@@ -13,7 +13,7 @@ import psycopg
 from vault.errors import VaultError
 from vault.storage.base import Finding
 from vault.storage.postgres import shards
-from vault.storage.postgres.citus import OWNER_TABLES, SHARED_TABLES, has_citus
+from vault.storage.postgres.citus import COORDINATOR_TABLES, OWNER_TABLES, SHARED_TABLES, has_citus
 from vault.storage.postgres.connections import present
 from vault.storage.postgres.durability import NODE_SETTINGS, durability
 from vault.storage.postgres.schema import TABLES_SCHEMA
@@ -70,7 +70,7 @@ def _vault_tables(connection: psycopg.Connection) -> list[Finding]:
     if present(connection.execute("SELECT to_regclass('scratchvault_schema')").fetchone())[0] is None:
         return []
     schema = str(present(connection.execute(TABLES_SCHEMA).fetchone())[0])
-    parameters = {"schema": schema, "tables": list(OWNER_TABLES + SHARED_TABLES)}
+    parameters = {"schema": schema, "tables": list(OWNER_TABLES + SHARED_TABLES + COORDINATOR_TABLES)}
     distribution = _distribution(connection.execute(shards.DISTRIBUTION, parameters).fetchall())
     found = [Finding("", f"distribution: {distribution}"),
              Finding("", "placements: " + (", ".join(
@@ -94,7 +94,7 @@ def _distribution(rows: Sequence[Sequence[object]]) -> str:
     kinds: dict[str, list[str]] = {}
     for name, method, model, group, column in rows:
         kind = (f"hash by {column} in colocation group {group}" if method == "h" else
-                "reference" if (method, model) == ("n", "t") else "not distributed" if method is None
+                "reference" if (method, model) == ("n", "t") else "the coordinator's own" if method is None
                 else f"partition method {method}, replication model {model}")
         kinds.setdefault(kind, []).append(str(name))
     return "; ".join(f"{kind}: {', '.join(names)}" for kind, names in kinds.items())
