@@ -1,6 +1,7 @@
 """The keyring's marks on a MemoryKeyring (keys/epochs/marks.py, keys/keyring/owner_marks.py): only ever raised,
 each kind in its own entry, a garbled entry read as none; and the cache of fetched keys (keys/keyring/cache.py):
-bounded, expiring, oldest out first; and the trial keyring ``keyring_backend="memory"`` names: one per process."""
+bounded, expiring, oldest out first; the trial keyring ``keyring_backend="memory"`` names: one per process; and the
+in-memory keyring's own promises (a read count from zero, a delete of nothing refused)."""
 
 from __future__ import annotations
 
@@ -144,3 +145,11 @@ def test_the_trial_keyring_is_one_per_process_and_warns_that_its_keys_die_with_i
 def test_the_in_memory_keyring_refuses_to_delete_an_absent_entry_as_keyring_does():
     with pytest.raises(PasswordDeleteError, match=r"^no such password$"):
         MemoryKeyring().delete_password("service", "user")
+
+
+def test_the_in_memory_keyring_counts_each_read_from_zero_a_miss_included_a_write_not():
+    ring = MemoryKeyring()
+    assert ring.reads == 0  # the tests that count keyring round trips read this as an absolute number
+    assert ring.get_password("service", "user") is None
+    ring.set_password("service", "user", "secret")
+    assert ring.get_password("service", "user") == "secret" and ring.reads == 2
