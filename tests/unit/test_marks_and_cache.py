@@ -120,13 +120,25 @@ def test_the_cache_forgets_an_entry_at_its_lifetime_and_the_oldest_when_full():
 
 
 def test_a_cache_without_lifetime_or_room_keeps_nothing_and_clear_empties_it():
-    for cache in (KeyCache[str](4, 0.0), KeyCache[str](0, 60.0)):
+    for cache in (KeyCache[str](4, 0.0), KeyCache[str](0, 60.0), KeyCache[str](4, -1.0)):
         cache.put("a", "A")
+        assert len(cache) == 0  # not even held until the next access sweeps it
         assert cache.get("a") is None
     cache = KeyCache[str](4, 60.0)
     cache.put("a", "A")
     cache.clear()
     assert cache.get("a") is None
+
+
+def test_a_cache_of_one_entry_for_under_a_second_keeps_the_newest_for_that_long():
+    clock = Clock()
+    cache: KeyCache[str] = KeyCache(1, 0.5, clock)
+    cache.put("a", "A")
+    cache.put("b", "B")
+    clock.now = 0.4
+    assert (cache.get("a"), cache.get("b"), len(cache)) == (None, "B", 1)
+    clock.now = 0.5
+    assert (cache.get("b"), len(cache)) == (None, 0)
 
 
 def test_owner_marks_show_no_vault_or_owner():
