@@ -11,6 +11,7 @@ from keyring.errors import NoKeyringError
 
 from keys.errors import KeyUnavailable
 from keys.keyring.edge import REMEDY, KeyringEdge
+from keys.keyring.secret import Secret
 from keys.testing import MemoryKeyring
 from tests.support.fault_counts import FaultDouble, Switch
 
@@ -28,6 +29,10 @@ class RaisingKeyring(MemoryKeyring, FaultDouble):
     def get_password(self, service: str, username: str) -> str | None:
         self._fail()
         return super().get_password(service, username)
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self._fail()
+        super().set_password(service, username, password)
 
     def delete_password(self, service: str, username: str) -> None:
         self._fail()
@@ -49,6 +54,8 @@ def test_a_backend_failure_names_the_operation_and_the_error_kind_never_its_mess
         failing_with(OSError("entry alice.1 is busy")).delete("service", "alice.1")
     with pytest.raises(KeyUnavailable, match=exactly(f"the OS keyring failed to read a key (ValueError); {REMEDY}")):
         failing_with(ValueError("entry alice.1")).get("service", "alice.1")
+    with pytest.raises(KeyUnavailable, match=exactly(f"the OS keyring failed to write a key (KeyError); {REMEDY}")):
+        failing_with(KeyError("alice.1")).set("service", "alice.1", Secret("key"))
 
 
 def test_no_keyring_at_all_says_so_with_the_remedy():

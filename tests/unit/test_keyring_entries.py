@@ -47,6 +47,14 @@ def test_a_single_key_entry_of_any_other_shape_is_refused_with_the_remedy(text):
         parse_single_key(Secret(text), "index key")
 
 
+def test_an_entry_is_parsed_up_to_its_size_bound_and_refused_one_character_past_it():
+    entry = json.dumps({"format": "scratchvault-key/1", "key": KEY_TEXT})
+    at_bound = entry + " " * (MAX_ENTRY_CHARS - len(entry))  # whitespace JSON allows after the object
+    assert parse_single_key(Secret(at_bound), "index key") == KEY
+    with pytest.raises(KeyUnavailable, match="malformed; restore it from the keyring backup"):
+        parse_single_key(Secret(at_bound + " "), "index key")
+
+
 def test_a_keyset_entry_round_trips():
     entry = serialize_keyset(2, {1: KEY, 2: bytes(32)})
     assert json.loads(entry.reveal())["keys"] == {"1": KEY_TEXT, "2": base64.b64encode(bytes(32)).decode()}

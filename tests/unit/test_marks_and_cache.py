@@ -1,6 +1,7 @@
-"""The keyring's marks on a MemoryKeyring (keys/epochs/marks.py, keys/keyring/owner_marks.py): only ever raised,
-each kind in its own entry, a garbled entry read as none; and the cache of fetched keys (keys/keyring/cache.py):
-bounded, expiring, oldest out first; and the trial keyring ``keyring_backend="memory"`` names: one per process."""
+"""The keyring's epoch marks on a MemoryKeyring (keys/epochs/marks.py): only ever raised, each kind in its own
+entry, a garbled entry read as none; and the cache of fetched keys (keys/keyring/cache.py):
+bounded, expiring, oldest out first; the trial keyring ``keyring_backend="memory"`` names: one per process; and the
+in-memory keyring's own promises (a read count from zero, a delete of nothing refused)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,9 @@ from keys.keyring import memory
 from keys.keyring.cache import KeyCache
 from keys.keyring.edge import KeyringEdge, resolve_backend
 from keys.keyring.memory import TrialKeyringWarning
-from keys.keyring.owner_marks import OwnerMarks
-from keys.keyring.secret import Secret
 from keys.testing import MemoryKeyring
 
 SERVICE = "scratchvault/00/epoch-key"
-OWNER = b"o" * 32
 
 
 class FailingKeyring(MemoryKeyring):
@@ -55,46 +53,6 @@ def test_a_failing_keyring_covers_nothing_and_a_raise_reports_failure_without_ra
         marks.read(3600)
 
 
-def test_owner_marks_are_raised_never_lowered_each_kind_apart_and_garbled_reads_as_zero():
-    ring = MemoryKeyring()
-    marks = OwnerMarks(edge(ring), bytes(16))
-    marks.raise_to("issued", OWNER, 20)
-    marks.raise_to("issued", OWNER, 17)
-    assert (marks.read("issued", OWNER), marks.read("retired", OWNER)) == (20, 0)
-    ring.secrets[("scratchvault/" + bytes(16).hex() + "/owner-retired", OWNER.hex())] = "2147483648"
-    assert marks.read("retired", OWNER) == 0
-    edge(ring).set("x", "y", Secret("z"))  # an unrelated entry changes nothing
-    assert marks.read("issued", OWNER) == 20
-
-
-class CountingKeyring(MemoryKeyring):
-    """The in-memory keyring, counting the writes it is asked for."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.writes = 0
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.writes += 1
-        super().set_password(service, username, password)
-
-
-def test_an_owner_mark_already_as_high_is_not_written_again():
-    ring = CountingKeyring()
-    marks = OwnerMarks(edge(ring), bytes(16))
-    marks.raise_to("issued", OWNER, 20)
-    marks.raise_to("issued", OWNER, 20)
-    marks.raise_to("issued", OWNER, 19)
-    assert ring.writes == 1 and marks.read("issued", OWNER) == 20
-
-
-def test_an_owner_mark_that_does_not_read_back_as_raised_is_key_unavailable_saying_what_and_the_remedy():
-    marks = OwnerMarks(edge(), bytes(16))
-    with pytest.raises(KeyUnavailable, match=r"^the OS keyring did not keep a key version mark it was given; "
-                                             r"check the keyring and retry$"):
-        marks.raise_to("retired", OWNER, 2**31)  # past any version: it reads back as no mark
-
-
 class Clock:
     def __init__(self) -> None:
         self.now = 0.0
@@ -119,8 +77,9 @@ def test_the_cache_forgets_an_entry_at_its_lifetime_and_the_oldest_when_full():
 
 
 def test_a_cache_without_lifetime_or_room_keeps_nothing_and_clear_empties_it():
-    for cache in (KeyCache[str](4, 0.0), KeyCache[str](0, 60.0)):
+    for cache in (KeyCache[str](4, 0.0), KeyCache[str](0, 60.0), KeyCache[str](4, -1.0)):
         cache.put("a", "A")
+        assert len(cache) == 0  # not even held until the next access sweeps it
         assert cache.get("a") is None
     cache = KeyCache[str](4, 60.0)
     cache.put("a", "A")
@@ -128,8 +87,15 @@ def test_a_cache_without_lifetime_or_room_keeps_nothing_and_clear_empties_it():
     assert cache.get("a") is None
 
 
-def test_owner_marks_show_no_vault_or_owner():
-    assert repr(OwnerMarks(edge(), bytes(range(16)))) == "<OwnerMarks>"
+def test_a_cache_of_one_entry_for_under_a_second_keeps_the_newest_for_that_long():
+    clock = Clock()
+    cache: KeyCache[str] = KeyCache(1, 0.5, clock)
+    cache.put("a", "A")
+    cache.put("b", "B")
+    clock.now = 0.4
+    assert (cache.get("a"), cache.get("b"), len(cache)) == (None, "B", 1)
+    clock.now = 0.5
+    assert (cache.get("b"), len(cache)) == (None, 0)
 
 
 def test_the_trial_keyring_is_one_per_process_and_warns_that_its_keys_die_with_it(monkeypatch):
@@ -144,3 +110,11 @@ def test_the_trial_keyring_is_one_per_process_and_warns_that_its_keys_die_with_i
 def test_the_in_memory_keyring_refuses_to_delete_an_absent_entry_as_keyring_does():
     with pytest.raises(PasswordDeleteError, match=r"^no such password$"):
         MemoryKeyring().delete_password("service", "user")
+
+
+def test_the_in_memory_keyring_counts_each_read_from_zero_a_miss_included_a_write_not():
+    ring = MemoryKeyring()
+    assert ring.reads == 0  # the tests that count keyring round trips read this as an absolute number
+    assert ring.get_password("service", "user") is None
+    ring.set_password("service", "user", "secret")
+    assert ring.get_password("service", "user") == "secret" and ring.reads == 2
