@@ -27,7 +27,7 @@ from keys.formats.data_key import DataKey
 from keys.owner_keyset import OwnerKeyset
 from keys.testing import MemoryKeyring
 from vault import Vault
-from vault.storage import Store, StoredRow, open_store
+from vault.storage import RowKey, Store, StoredRow, open_store
 
 AAD = bytes(100)  # the real AADs are 100-150 bytes
 METADATA, SUMMARY = bytes(110), bytes(560)  # a 4 KiB text row's records, about
@@ -46,7 +46,8 @@ def bare_put(store: Store, keyset: OwnerKeyset, text: str) -> Callable[[], None]
             count = max(1, -(-len(data) // CHUNK_BYTES))
             for index in range(count):
                 chunk = data[index * CHUNK_BYTES:][:CHUNK_BYTES]
-                tx.insert_chunk(seq, index, data_key.seal_chunk(index, index == count - 1, chunk, AAD))
+                sealed = data_key.seal_chunk(index, index == count - 1, chunk, AAD)
+                tx.insert_chunk(RowKey(owner_tag, seq), index, sealed)
             tx.insert_row(StoredRow(seq, os.urandom(16), owner_tag, turn_tag, 1, time.time() + 3600, len(data),
                                     keyset.wrap(data_key, AAD), data_key.seal_metadata(METADATA, AAD)),
                           turn_key.seal_summary(SUMMARY, AAD))

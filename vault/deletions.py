@@ -85,7 +85,7 @@ class Deletions:
             for owner_tag, floor in floors.items():
                 ledger = self.checked(tx, index, owner_tag, floor)
                 gone = [(row.row_id, max(row.expires_at, stored, keep_until)) for row in rows
-                        if row.owner_tag == owner_tag and (stored := tx.delete_row(row.seq, row.row_id)) is not None]
+                        if row.owner_tag == owner_tag and (stored := tx.delete_row(row)) is not None]
                 if gone:
                     ledger = ledger.with_deleted(gone, self._now())
                     sealed = self._ledgers.seal(index, owner_tag, ledger)
@@ -124,7 +124,7 @@ class Deletions:
         removed = 0
         if found:
             removed = self._store.deleting(
-                lambda tx: sum(tx.delete_row(row.seq, row.row_id) is not None for row in found))
+                lambda tx: sum(tx.delete_row(row) is not None for row in found))
             log.warning("scratchvault: gc removed %d row(s) their owners had deleted, written back into the file "
                         "since (a rollback of the file)", removed)
         if altered:
@@ -142,7 +142,7 @@ class Deletions:
             except IntegrityError:
                 altered += 1
                 continue
-            rows = reads.find_rows([(row_id, index.row_seq(row_id)) for row_id in ledger.entries])  # one lookup
+            rows = reads.find_rows(owner_tag, [(row_id, index.row_seq(row_id)) for row_id in ledger.entries])
             found += [row for row in rows if tags_equal(row.owner_tag, owner_tag)]
         return found, altered
 

@@ -38,10 +38,10 @@ class ChosenRows:
         NotFound, as for a read."""
         if self.row_id is None:
             return tx.list_turn(owner_tag, index.turn_tag(owner_tag, str(self.turn_id)), moment)
-        row = tx.find_row(self.row_id, index.row_seq(self.row_id))
+        row = tx.find_row(owner_tag, self.row_id, index.row_seq(self.row_id))
         if row is None or not tags_equal(row.owner_tag, owner_tag) or row.expires_at <= moment:
             raise NotFound()
-        return [(row, tx.read_summary(row.seq))]
+        return [(row, tx.read_summary(row))]
 
 
 class Extender:
@@ -84,14 +84,14 @@ class Extender:
                 raise KeyUnavailable(EPOCH_CLOSED)
             for row, sealed_summary in chosen.rows(tx, index, owner_tag, moment):
                 if ledger.names(row.row_id):
-                    written_back += tx.delete_row(row.seq, row.row_id) is not None
+                    written_back += tx.delete_row(row) is not None
                     continue
                 if row.expires_at >= expires_at:
                     continue
                 opened, metadata = self._unseal(user_id, row)
                 plain, legacy = opened.summary(sealed_summary)
                 longer = dataclasses.replace(metadata, expires_at=expires_at)
-                tx.update_expiry(row.seq, expires_at, *opened.reseal(
+                tx.update_expiry(row, expires_at, *opened.reseal(
                     expires_at, longer.encode(), SummaryRecord.decode(plain, legacy).encode(), put))
                 extended += 1
         if written_back:

@@ -107,7 +107,7 @@ class KeyLifecycle:
                     raise NotFound()
                 wrapped, resealed = self._recipe.rewrap(keyset, user_id, row, sealed_summary, epoch)
             except NotFound:  # its epoch key is gone: unreadable anywhere, and past its time
-                tx.delete_row(row.seq, row.row_id)
+                tx.delete_row(row)
                 return
             except IntegrityError:
                 raise IntegrityError(
@@ -116,7 +116,7 @@ class KeyLifecycle:
                     "row: its owner can delete it while its wrapped key and metadata are intact, else gc removes "
                     "it once it expires. Then run rewrap again"
                 ) from None
-        tx.update_wrapped_key(row.seq, keyset.primary, wrapped, resealed)
+        tx.update_wrapped_key(row, keyset.primary, wrapped, resealed)
 
     def retire(self, user_id: str) -> int:
         """Remove every non-primary version no row uses; refuse (nothing removed) while a row needs one."""

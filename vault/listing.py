@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
+from functools import partial
 
 from keys import KeyManager, RowRecipe
 from vault.counters import Counters
@@ -41,7 +42,7 @@ class TurnListing:
         summaries = self._recipe.turn_summaries(user_id, owner_tag, turn_tag)
         found = []
         with self._counters.integrity_guard(), self._store.snapshot() as reads:
-            open_summary, wrapped_key = summaries.open, reads.wrapped_key  # bound once, not once per row
+            open_summary, wrapped_key = summaries.open, partial(reads.wrapped_key, owner_tag)  # bound once
             deleted = self._deletions.named(reads, index, owner_tag).entries  # rows written back after their delete
             for seq, row_id, version, expires_at, size_bytes, sealed in reads.list_turn_summaries(
                     owner_tag, turn_tag, self._now(), index.row_seqs):

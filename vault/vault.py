@@ -146,7 +146,7 @@ class Vault:
             row, opened, metadata = self._open_row(reads, principal, id, turn_id)
             content = joined(plaintexts(reads, row, opened, metadata, 0, len(metadata.chunk_units) - 1),
                              metadata.content_kind)
-            summary = SummaryRecord.decode(*opened.summary(reads.read_summary(row.seq))).matching(metadata)
+            summary = SummaryRecord.decode(*opened.summary(reads.read_summary(row))).matching(metadata)
         self._counters.count("reads")
         return full_record(row.row_id, row.key_version, metadata, summary, content)
 
@@ -271,14 +271,16 @@ class Vault:
             check_identifier(turn_id, "turn_id")
         row_id = parse_row_id(id)
         index = self._keys.index_key()
-        row = reads.find_row(row_id, index.row_seq(row_id)) if row_id is not None else None
         owner_tag = index.owner_tag(principal.user_id)
+        row = reads.find_row(owner_tag, row_id, index.row_seq(row_id)) if row_id is not None else None
         mine = row is not None and tags_equal(row.owner_tag, owner_tag) and (
             turn_id is None or tags_equal(row.turn_tag, index.turn_tag(owner_tag, turn_id)))
         if row is None or not mine or row.expires_at <= self._now() or (
                 self._deletions.named(reads, index, owner_tag).names(row.row_id)):  # deleted, then written back
             self._counters.count("denied")
-            audit.note(denied=row is not None and not mine)  # only the operator's audit trail tells these apart
+            denied = (not mine) if row is not None else (
+                row_id is not None and reads.held_by_another(owner_tag, row_id, index.row_seq(row_id)))
+            audit.note(denied=denied)  # only the operator's audit trail tells these apart
             log.info("scratchvault: access denied or no such row")
             raise NotFound()
         opened, metadata = self._unsealer.unseal(principal.user_id, row)

@@ -17,7 +17,7 @@ from vault.row.chunks import Chunk, classify, content_chunks
 from vault.row.format import Metadata, SummaryRecord
 from vault.row.json_values import encode_json
 from vault.row.summaries import SummaryBuilder
-from vault.storage import Store, StoredRow, WriteTx
+from vault.storage import RowKey, Store, StoredRow, WriteTx
 
 KEYSET_ATTEMPTS = 3  # a put whose owner's keys change under it this often in a row gives up
 
@@ -86,7 +86,7 @@ class PutWriter:
                 row_id = index.row_id(seq)  # the id names the seq, so it is made under the write lock
                 writer = recipe.writer(keyset, NewRow(user_id, owner_tag, row_id, turn_id, request.step_num,
                                                       request.executor_name, content.kind), epoch)
-                chunk_units, size_bytes = _insert_chunks(tx, seq, writer, admitted, summary)
+                chunk_units, size_bytes = _insert_chunks(tx, RowKey(owner_tag, seq), writer, admitted, summary)
                 summary_text, retained = summary.finish()
                 record = SummaryRecord(request.step_num, request.executor_name, content.kind, sum(chunk_units),
                                        request.created_at, summary_text, retained)
@@ -135,13 +135,13 @@ def _owner_has_rows(store: Store, owner_tag: bytes) -> bool:
         return reads.owner_has_rows(owner_tag)
 
 
-def _insert_chunks(tx: WriteTx, seq: int, writer: RowWriter, chunks: Iterator[Chunk],
+def _insert_chunks(tx: WriteTx, row: RowKey, writer: RowWriter, chunks: Iterator[Chunk],
                    summary: SummaryBuilder) -> tuple[list[int], int]:
     """Seal and insert each chunk as it is cut, feeding the summary; returns the chunks' units and the bytes."""
     chunk_units: list[int] = []
     size_bytes = 0
     for index, chunk in enumerate(chunks):
-        tx.insert_chunk(seq, index, writer.seal_chunk(chunk.data, chunk.last))
+        tx.insert_chunk(row, index, writer.seal_chunk(chunk.data, chunk.last))
         summary.feed(chunk)
         chunk_units.append(chunk.units)
         size_bytes += len(chunk.data)

@@ -1,7 +1,8 @@
 """The attacker's handle on a PostgreSQL store: whoever holds the vault's tables (a DBA, the tables' owner, a
 superuser) and reads and writes them with psycopg behind the vault's back, never through the vault's code. The same
 operations as the SQLite attacker's (tests/attacks/sqlite_attacker.py), over the PostgreSQL schema: chunks keyed by
-(seq, idx), not packed; a value of another type than its column's stored by altering the column (pg_cells.py).
+(owner_tag, seq, idx), not packed (a part planted for a row takes the row's owner tag, as the vault's own would); a
+value of another type than its column's stored by altering the column (pg_cells.py).
 
 The file's operations get their nearest honest equivalent: a copy of the file is a copy of the schema, putting it
 back restores it, sequence included (pg_locations.py); a reader's snapshot is a REPEATABLE READ transaction; the
@@ -24,6 +25,7 @@ from tests.attacks.pg_cells import TABLES, PgTamperCells, QmarkConnection, put_v
 from tests.attacks.pg_sessions import PgSessions
 
 LAST_SEQ = 2**63 - 1  # the row sequence's last value (bigint)
+OWNER_OF = "coalesce((SELECT owner_tag FROM rows WHERE seq = ?), '\\x'::bytea)"  # a part planted for row seq
 
 
 def _hex(value: object) -> str:
@@ -160,7 +162,8 @@ class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions, PartEdits, RowRea
             assert connection.execute(statement, params).rowcount == 1
 
     def add_chunk(self, seq: int, index: int, sealed: bytes) -> None:
-        self.run(("INSERT INTO chunks (seq, idx, sealed) VALUES (?, ?, ?)", seq, index, sealed))
+        self.run((f"INSERT INTO chunks (owner_tag, seq, idx, sealed) VALUES ({OWNER_OF}, ?, ?, ?)", seq, seq, index,
+                  sealed))
 
     def move_row(self, seq: int, to: int) -> None:
         """Move row ``seq`` with its summary and chunks to ``to`` (a seq no row uses)."""
@@ -187,8 +190,9 @@ class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions, PartEdits, RowRea
             connection.execute(f"INSERT INTO rows (seq, {', '.join(columns)}, summary, chunk) "
                                f"VALUES (?, {', '.join('?' * len(columns))}, ?, ?)",
                                (seq, *columns.values(), summary, only))
-            connection.executemany("INSERT INTO chunks (seq, idx, sealed) VALUES (?, ?, ?)",
-                                   [(seq, index, sealed) for index, sealed in chunks if only is None])
+            connection.executemany("INSERT INTO chunks (owner_tag, seq, idx, sealed) VALUES (?, ?, ?, ?)",
+                                   [(columns["owner_tag"], seq, index, sealed) for index, sealed in chunks
+                                    if only is None])
 
     def restore_row(self, saved: SavedRow, **columns: object) -> None:
         """Write a saved row back at its old seq, replacing any row with its id or seq."""
@@ -208,16 +212,16 @@ class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions, PartEdits, RowRea
 
     def plant_summary(self, seq: int, sealed: bytes) -> None:
         """Put a summary for row ``seq`` in the summaries table (where rows written before schema 3 keep theirs)."""
-        self.run(("INSERT INTO summaries (seq, sealed) VALUES (?, ?) ON CONFLICT (seq) DO UPDATE SET sealed = "
-                  "excluded.sealed", seq, sealed))
+        self.run((f"INSERT INTO summaries (owner_tag, seq, sealed) VALUES ({OWNER_OF}, ?, ?) ON CONFLICT "
+                  "(owner_tag, seq) DO UPDATE SET sealed = excluded.sealed", seq, seq, sealed))
 
     def lay_out_as_before_inline(self, seq: int) -> None:
         """Move row ``seq``'s summary and only chunk out of the row into their tables, as a row written before
         schema 3 keeps them (what the upgrade leaves of every older row)."""
-        self.run(("INSERT INTO summaries (seq, sealed) SELECT seq, summary FROM rows WHERE seq = ? "
-                  "AND summary IS NOT NULL", seq),
-                 ("INSERT INTO chunks (seq, idx, sealed) SELECT seq, 0, chunk FROM rows WHERE seq = ? "
-                  "AND chunk IS NOT NULL", seq),
+        self.run(("INSERT INTO summaries (owner_tag, seq, sealed) SELECT owner_tag, seq, summary FROM rows "
+                  "WHERE seq = ? AND summary IS NOT NULL", seq),
+                 ("INSERT INTO chunks (owner_tag, seq, idx, sealed) SELECT owner_tag, seq, 0, chunk FROM rows "
+                  "WHERE seq = ? AND chunk IS NOT NULL", seq),
                  ("UPDATE rows SET summary = NULL, chunk = NULL WHERE seq = ?", seq))
 
     def next_free_seq(self) -> int:

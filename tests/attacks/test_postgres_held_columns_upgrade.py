@@ -13,8 +13,9 @@ from vault import IntegrityError, Principal, Vault
 
 ALICE = Principal("alice")
 AS_VERSION_2 = (  # every row laid out as before schema 3, the columns dropped, the version lowered
-    "INSERT INTO summaries (seq, sealed) SELECT seq, summary FROM rows WHERE summary IS NOT NULL",
-    "INSERT INTO chunks (seq, idx, sealed) SELECT seq, 0, chunk FROM rows WHERE chunk IS NOT NULL",
+    "INSERT INTO summaries (owner_tag, seq, sealed) SELECT owner_tag, seq, summary FROM rows WHERE summary IS NOT NULL",
+    "INSERT INTO chunks (owner_tag, seq, idx, sealed) SELECT owner_tag, seq, 0, chunk FROM rows "
+    "WHERE chunk IS NOT NULL",
     "ALTER TABLE rows DROP COLUMN summary, DROP COLUMN chunk", "UPDATE scratchvault_schema SET version = 2")
 
 

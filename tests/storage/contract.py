@@ -22,7 +22,7 @@ from tests.storage.contract_epochs import EpochRecordsContract
 from tests.storage.contract_keys import KeyBookkeepingContract
 from tests.storage.contract_support import NOW, OTHER_OWNER, OTHER_TURN, OWNER, TURN, Ids, put, put_ledger
 from vault import IntegrityError, StorageError, VaultError
-from vault.storage import StoredRow
+from vault.storage import RowKey, StoredRow
 
 EPOCH_WRAPPED = b"\x03" + bytes(64)  # the size and first byte of a format 3 wrapped key (keys/formats/v3.py)
 
@@ -54,25 +54,27 @@ class StoreContract(KeyBookkeepingContract, DeletesContract, EpochRecordsContrac
         with pytest.raises(RuntimeError), store.transaction() as tx:
             seq, _, _ = tx.next_seq_and_commitments(OWNER, 1)
             lost = ids.new(seq)
-            tx.insert_chunk(seq, 0, b"lost")
+            tx.insert_chunk(RowKey(OWNER, seq), 0, b"lost")
             tx.insert_row(StoredRow(seq, lost, OWNER, TURN, 1, NOW + 60, 1, b"w", b"m"), b"lost")
-            tx.update_expiry(kept.seq, NOW + 999, b"new wrapped", b"new metadata", b"new summary")
+            tx.update_expiry(kept, NOW + 999, b"new wrapped", b"new metadata", b"new summary")
             tx.put_meta("vault_id", b"lost")
             raise RuntimeError("the put failed half-way")
         with store.snapshot() as snap:
-            assert snap.find_row(lost, seq) is None and list(snap.read_chunks(seq, 0, 0)) == []
-            assert snap.read_summary(seq) is None
-            assert snap.find_row(kept.row_id, kept.seq) == kept and snap.read_summary(kept.seq) == b"summary"
+            assert snap.find_row(OWNER, lost, seq) is None
+            assert list(snap.read_chunks(RowKey(OWNER, seq), 0, 0)) == []
+            assert snap.read_summary(RowKey(OWNER, seq)) is None
+            assert snap.find_row(kept.owner_tag, kept.row_id, kept.seq) == kept
+            assert snap.read_summary(kept) == b"summary"
         assert store.get_meta("vault_id") is None
 
     def test_a_commit_is_seen_by_the_next_snapshot_and_by_a_reopened_store(self, store, ids, make_store):
         row = put(store, ids)
         with store.snapshot() as snap:
-            assert snap.find_row(row.row_id, row.seq) == row
+            assert snap.find_row(row.owner_tag, row.row_id, row.seq) == row
         again = make_store()
         try:
             with again.snapshot() as snap:
-                assert snap.find_row(row.row_id, row.seq) == row
+                assert snap.find_row(row.owner_tag, row.row_id, row.seq) == row
         finally:
             again.close()
 
@@ -80,23 +82,24 @@ class StoreContract(KeyBookkeepingContract, DeletesContract, EpochRecordsContrac
         first = put(store, ids)
         done: list[StoredRow] = []
         with store.snapshot() as snap:
-            assert snap.find_row(first.row_id, first.seq) == first
+            assert snap.find_row(first.owner_tag, first.row_id, first.seq) == first
             writer = threading.Thread(target=lambda: done.append(put(store, ids, summary=b"second")))
             writer.start()
             writer.join(30)
             (second,) = done
-            assert snap.find_row(second.row_id, second.seq) is None and snap.read_summary(second.seq) is None
+            assert snap.find_row(second.owner_tag, second.row_id, second.seq) is None
+            assert snap.read_summary(second) is None
         with store.snapshot() as snap:
-            assert snap.find_row(second.row_id, second.seq) == second
+            assert snap.find_row(second.owner_tag, second.row_id, second.seq) == second
 
     def test_a_transaction_reads_its_own_writes_and_a_snapshot_inside_it_is_that_transaction(self, store, ids):
         with store.transaction() as tx:
             seq, _, _ = tx.next_seq_and_commitments(OWNER, 1)
             row = StoredRow(seq, ids.new(seq), OWNER, TURN, 1, NOW + 60, 1, b"w", b"m")
             tx.insert_row(row, b"s")
-            assert tx.find_row(row.row_id, seq) == row
+            assert tx.find_row(row.owner_tag, row.row_id, seq) == row
             with store.snapshot() as snap:
-                assert snap.find_row(row.row_id, seq) == row
+                assert snap.find_row(row.owner_tag, row.row_id, seq) == row
 
     def test_next_seq_and_commitments_hands_out_increasing_seqs_each_once_even_to_racing_threads(self, store, ids):
         first, second = put(store, ids), put(store, ids)
@@ -120,22 +123,23 @@ class StoreContract(KeyBookkeepingContract, DeletesContract, EpochRecordsContrac
             assert tx.next_seq_and_commitments(OTHER_OWNER, 2)[1] is None
 
     # -- rows -----------------------------------------------------------------------------------------------------
-    def test_find_row_needs_the_very_id_stored_at_a_valid_seq(self, store, ids):
+    def test_find_row_needs_the_very_id_stored_at_a_valid_seq_by_its_owner(self, store, ids):
         row = put(store, ids)
         with store.snapshot() as snap:
-            assert snap.find_row(row.row_id, row.seq) == row
-            assert snap.find_row(os.urandom(16), row.seq) is None  # another id naming this seq
+            assert snap.find_row(row.owner_tag, row.row_id, row.seq) == row
+            assert snap.find_row(OTHER_OWNER, row.row_id, row.seq) is None  # the owner is part of the lookup
+            assert snap.find_row(OWNER, os.urandom(16), row.seq) is None  # another id naming this seq
             for seq in (0, -1, row.seq + 1, 2**64, str(row.seq)):  # no row there, or no seq a row can have
-                assert snap.find_row(row.row_id, seq) is None
+                assert snap.find_row(row.owner_tag, row.row_id, seq) is None
 
     def test_read_chunks_gives_a_range_in_order_and_can_be_closed_midway(self, store, ids):
         row = put(store, ids, chunks=tuple(b"chunk %d" % i for i in range(5)))
         neighbour = put(store, ids, chunks=(b"neighbour",))
         with store.snapshot() as snap:
-            assert list(snap.read_chunks(row.seq, 1, 3)) == [(i, b"chunk %d" % i) for i in (1, 2, 3)]
-            assert list(snap.read_chunks(row.seq, 3, 9)) == [(3, b"chunk 3"), (4, b"chunk 4")]
-            assert list(snap.read_chunks(neighbour.seq, 0, 9)) == [(0, b"neighbour")]
-            reading = snap.read_chunks(row.seq, 0, 4)
+            assert list(snap.read_chunks(row, 1, 3)) == [(i, b"chunk %d" % i) for i in (1, 2, 3)]
+            assert list(snap.read_chunks(row, 3, 9)) == [(3, b"chunk 3"), (4, b"chunk 4")]
+            assert list(snap.read_chunks(neighbour, 0, 9)) == [(0, b"neighbour")]
+            reading = snap.read_chunks(row, 0, 4)
             assert next(reading) == (0, b"chunk 0")
             reading.close()
         put(store, ids)  # nothing of the closed read holds the store
@@ -143,8 +147,9 @@ class StoreContract(KeyBookkeepingContract, DeletesContract, EpochRecordsContrac
     def test_read_summary_and_wrapped_key_of_a_row(self, store, ids):
         row = put(store, ids, summary=b"the summary")
         with store.snapshot() as snap:
-            assert snap.read_summary(row.seq) == b"the summary" and snap.read_summary(row.seq + 1) is None
-            assert snap.wrapped_key(row.seq) == b"wrapped key"
+            assert snap.read_summary(row) == b"the summary"
+            assert snap.read_summary(RowKey(row.owner_tag, row.seq + 1)) is None
+            assert snap.wrapped_key(row.owner_tag, row.seq) == b"wrapped key"
 
     def test_list_turn_gives_one_owners_unexpired_rows_of_one_turn_with_summaries(self, store, ids):
         live = put(store, ids, summary=b"live")
@@ -184,23 +189,23 @@ class StoreContract(KeyBookkeepingContract, DeletesContract, EpochRecordsContrac
     def test_update_expiry_stores_the_new_expiry_wrapped_key_metadata_and_summary(self, store, ids):
         row = put(store, ids)
         with store.transaction() as tx:
-            tx.update_expiry(row.seq, NOW + 3600, b"new wrapped", b"new metadata", b"new summary")
+            tx.update_expiry(row, NOW + 3600, b"new wrapped", b"new metadata", b"new summary")
         with store.snapshot() as snap:
-            found = snap.find_row(row.row_id, row.seq)
-            assert (found.expires_at, found.wrapped_key, found.metadata, snap.read_summary(row.seq)) == (
+            found = snap.find_row(row.owner_tag, row.row_id, row.seq)
+            assert (found.expires_at, found.wrapped_key, found.metadata, snap.read_summary(row)) == (
                 NOW + 3600, b"new wrapped", b"new metadata", b"new summary")
 
     def test_update_wrapped_key_leaves_the_summary_when_given_none(self, store, ids):
         row = put(store, ids)
         with store.transaction() as tx:
-            tx.update_wrapped_key(row.seq, 2, b"rewrapped", None)
+            tx.update_wrapped_key(row, 2, b"rewrapped", None)
         with store.snapshot() as snap:
-            found = snap.find_row(row.row_id, row.seq)
-            assert (found.key_version, found.wrapped_key, snap.read_summary(row.seq)) == (2, b"rewrapped", b"summary")
+            found = snap.find_row(row.owner_tag, row.row_id, row.seq)
+            assert (found.key_version, found.wrapped_key, snap.read_summary(row)) == (2, b"rewrapped", b"summary")
         with store.transaction() as tx:
-            tx.update_wrapped_key(row.seq, 3, b"again", b"resealed")
+            tx.update_wrapped_key(row, 3, b"again", b"resealed")
         with store.snapshot() as snap:
-            assert snap.read_summary(row.seq) == b"resealed" and snap.wrapped_key(row.seq) == b"again"
+            assert snap.read_summary(row) == b"resealed" and snap.wrapped_key(row.owner_tag, row.seq) == b"again"
 
     def test_rows_to_rewrap_gives_an_owners_rows_under_other_versions_or_no_epoch_up_to_a_limit(self, store, ids):
         old = [put(store, ids, summary=b"old %d" % n, wrapped=EPOCH_WRAPPED) for n in range(3)]
@@ -261,7 +266,7 @@ class StoreContract(KeyBookkeepingContract, DeletesContract, EpochRecordsContrac
         with store.transaction() as tx:
             assert tx.owner_usage(OWNER) == (2, 14) and tx.owner_usage(OTHER_OWNER) == (1, 7)
         with store.transaction() as tx:
-            assert tx.delete_row(gone.seq, gone.row_id) == NOW - 1
+            assert tx.delete_row(gone) == NOW - 1
         with store.transaction() as tx:
             assert tx.owner_usage(OWNER) == (1, 7)
 

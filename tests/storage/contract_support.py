@@ -37,7 +37,7 @@ def put(store, ids: Ids, owner: bytes = OWNER, turn: bytes = TURN, expires: floa
         seq, _, _ = tx.next_seq_and_commitments(owner, version)
         row = StoredRow(seq, ids.new(seq), owner, turn, version, expires, 7, wrapped, b"metadata")
         for index, sealed in enumerate(chunks):
-            tx.insert_chunk(seq, index, sealed)
+            tx.insert_chunk(row, index, sealed)
         tx.insert_row(row, summary)
     return row
 

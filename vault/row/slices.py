@@ -86,5 +86,5 @@ def cut(pieces: Iterable[memoryview], kind: str, start: int, end: int) -> str:
 def plaintexts(reads: Snapshot, row: StoredRow, opened: OpenedRow, metadata: Metadata, first: int,
                last: int) -> Generator[memoryview, None, None]:
     """Chunks first..last opened in order into one reused buffer (decode or copy each view before the next)."""
-    with closing(reads.read_chunks(row.seq, first, last)) as sealed:
+    with closing(reads.read_chunks(row, first, last)) as sealed:
         yield from opened.chunks(sealed, first, last, metadata)

@@ -13,7 +13,7 @@ from types import ModuleType
 
 from vault.errors import InvalidArgument
 from vault.inputs import check_int
-from vault.storage.base import Finding, ListedRow, Snapshot, Store, StoredRow, WriteTx
+from vault.storage.base import Finding, ListedRow, RowAt, RowKey, Snapshot, Store, StoredRow, WriteTx
 from vault.storage.postgres import DEFAULT_POOL_SIZE, open_postgres
 from vault.storage.postgres.connections import require_driver
 from vault.storage.sqlite import SqliteStore, default_path, prepare
@@ -27,6 +27,8 @@ _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 __all__ = [
     "Finding",
     "ListedRow",
+    "RowAt",
+    "RowKey",
     "Snapshot",
     "Store",
     "StoredRow",

@@ -43,6 +43,24 @@ class ListedRow(NamedTuple):
 
 
 RowSeqs = Callable[[list[bytes]], list[int]]  # the seq each row id names (IndexKey.row_seqs)
+
+
+class RowAt(Protocol):
+    """Where a row is: its owner's tag and its seq (a StoredRow, or a RowKey while it is being put). Every call on
+    one row names both: a store sharded by owner finds the row on the one node holding its owner."""
+
+    @property
+    def owner_tag(self) -> bytes: ...
+
+    @property
+    def seq(self) -> int: ...
+
+
+class RowKey(NamedTuple):
+    """A row's place before it is stored (its chunks go in first)."""
+
+    owner_tag: bytes
+    seq: int
 Progress = Callable[[int], None] | None
 T = TypeVar("T")
 
@@ -65,13 +83,20 @@ class StoredRow:
 class Snapshot(Protocol):
     """Reads that see one consistent state. A stored value of the wrong type or range is an IntegrityError."""
 
-    def find_row(self, row_id: bytes, seq: int) -> StoredRow | None:
-        """The row ``row_id`` names (``seq`` is the seq it encrypts), whoever owns it; None unless the row there
-        stores this very id (compared in constant time, before anything else of the row is trusted)."""
+    def find_row(self, owner_tag: bytes, row_id: bytes, seq: int) -> StoredRow | None:
+        """The row ``row_id`` names (``seq`` is the seq it encrypts) if the owner of ``owner_tag`` holds it; None
+        unless the row there stores this very id (compared in constant time, before anything else of the row is
+        trusted). The owner is part of the lookup, so a sharded store routes it to the one node holding the owner."""
 
-    def find_rows(self, wanted: list[tuple[bytes, int]]) -> list[StoredRow]:
-        """``find_row`` of each (row id, seq) in ``wanted``, in one statement (a few for a long list): the rows
-        found, in the order asked, with exactly find_row's checks (a row not storing the very id asked is left out)."""
+    def held_by_another(self, owner_tag: bytes, row_id: bytes, seq: int) -> bool:
+        """Whether the row ``row_id`` names exists but another owner than ``owner_tag`` holds it: asked only once a
+        lookup found nothing for this owner, for the audit trail (a probe of another's row is marked denied); by
+        seq alone, so with Citus it is asked of every shard."""
+
+    def find_rows(self, owner_tag: bytes, wanted: list[tuple[bytes, int]]) -> list[StoredRow]:
+        """``find_row`` of each (row id, seq) of one owner in ``wanted``, in one statement (a few for a long list):
+        the rows found, in the order asked, with exactly find_row's checks (a row not storing the very id asked is
+        left out)."""
 
     def list_turn(self, owner_tag: bytes, turn_tag: bytes, now: float) -> list[tuple[StoredRow, bytes | None]]:
         """Unexpired rows of one owner's turn, each with its sealed summary (None if missing)."""
@@ -82,14 +107,14 @@ class Snapshot(Protocol):
         against the seq it names (``row_seqs``): a row not where its id says is an IntegrityError, and so is a
         missing summary."""
 
-    def wrapped_key(self, seq: int) -> bytes:
-        """The wrapped data key of row ``seq`` (a listing needs it only for a format 1 summary)."""
+    def wrapped_key(self, owner_tag: bytes, seq: int) -> bytes:
+        """The wrapped data key of the owner's row ``seq`` (a listing needs it only for a format 1 summary)."""
 
-    def read_summary(self, seq: int) -> bytes | None:
-        """The sealed summary of row ``seq``."""
+    def read_summary(self, row: RowAt) -> bytes | None:
+        """The sealed summary of a row found (its owner and seq)."""
 
-    def read_chunks(self, seq: int, first: int, last: int) -> Generator[tuple[int, bytes], None, None]:
-        """Sealed chunks ``first..last`` (inclusive) of row ``seq`` as (index, sealed), in order, fetched as the
+    def read_chunks(self, row: RowAt, first: int, last: int) -> Generator[tuple[int, bytes], None, None]:
+        """Sealed chunks ``first..last`` (inclusive) of a row found as (index, sealed), in order, fetched as the
         iterator steps, so a full read never holds every sealed chunk. Iterate it to its end, or close it."""
 
     def turn_has_rows(self, owner_tag: bytes, turn_tag: bytes, now: float) -> bool:
@@ -121,8 +146,8 @@ class WriteTx(Snapshot, Protocol):
         key that will wrap it (None if none), read together so the put can refuse a version retired or shredded,
         or an epoch closed, meanwhile."""
 
-    def insert_chunk(self, seq: int, index: int, sealed: bytes) -> None:
-        """Store sealed chunk ``index`` of row ``seq``; QuotaExceeded when the store's free-space reserve would be
+    def insert_chunk(self, row: RowAt, index: int, sealed: bytes) -> None:
+        """Store sealed chunk ``index`` of the row being put; QuotaExceeded when the store's free-space reserve would be
         passed (checked as a row's chunks go in, so a long stream stops early; the transaction then rolls back)."""
 
     def insert_row(self, row: StoredRow, sealed_summary: bytes) -> None:
@@ -131,12 +156,12 @@ class WriteTx(Snapshot, Protocol):
     def owner_usage(self, owner_tag: bytes) -> tuple[int, int]:
         """(rows, bytes) stored for an owner, expired rows not yet collected included: what its quotas count."""
 
-    def update_expiry(self, seq: int, expires_at: float, wrapped_key: bytes, metadata: bytes,
+    def update_expiry(self, row: RowAt, expires_at: float, wrapped_key: bytes, metadata: bytes,
                       sealed_summary: bytes) -> None:
-        """Give row ``seq`` a new expiry with its data key wrapped for the new expiry's epoch and its metadata and
+        """Give a row found a new expiry with its data key wrapped for the new expiry's epoch and its metadata and
         summary sealed again for it."""
 
-    def update_wrapped_key(self, seq: int, version: int, wrapped_key: bytes, sealed_summary: bytes | None) -> None:
+    def update_wrapped_key(self, row: RowAt, version: int, wrapped_key: bytes, sealed_summary: bytes | None) -> None:
         """Store a row's data key wrapped under ``version``, and its summary sealed again (None: unchanged)."""
 
     def rows_to_rewrap(self, owner_tag: bytes, primary: int, limit: int) -> list[tuple[StoredRow, bytes | None]]:
@@ -146,9 +171,9 @@ class WriteTx(Snapshot, Protocol):
     def put_meta(self, name: str, value: bytes) -> None:
         """Set a vault-wide value once (the vault id)."""
 
-    def delete_row(self, seq: int, row_id: bytes) -> float | None:
-        """Delete one row, its summary and chunks; returns the expiry it had (its ledger entry's), or None if the
-        row at ``seq`` does not store this id (deleted meanwhile; its seq may belong to a newer row). The caller
+    def delete_row(self, row: StoredRow) -> float | None:
+        """Delete one row found, its summary and chunks; returns the expiry it had (its ledger entry's), or None if
+        the row at its seq no longer stores its id (deleted meanwhile; its seq may belong to a newer row). The caller
         scrubs after the commit."""
 
     def put_ledger(self, owner_tag: bytes, ledger: SealedLedger) -> None:

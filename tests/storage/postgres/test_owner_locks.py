@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from tests.storage.contract_support import NOW, OTHER_OWNER, OWNER, TURN, Ids, put
-from vault.storage import StoredRow, open_store
+from vault.storage import RowKey, StoredRow, open_store
 
 pytestmark = pytest.mark.postgres
 WAIT = 0.5  # how long a writer that should be blocked is watched; one that should not is given 20 s
@@ -68,7 +68,7 @@ def test_a_shred_waits_for_a_put_holding_the_key_and_a_later_put_sees_it_gone(st
         thread, done, errors = in_thread(lambda: store.commitments.tombstone_owner_versions(OWNER, None))
         assert not done.wait(WAIT)  # the put holds the owner's lock and the key's row FOR SHARE (either suffices)
         row = StoredRow(seq, ids.new(seq), OWNER, TURN, 1, NOW + 60, 1, b"w", b"m")
-        tx.insert_chunk(seq, 0, b"c")
+        tx.insert_chunk(RowKey(OWNER, seq), 0, b"c")
         tx.insert_row(row, b"s")
     assert done.wait(20) and errors == []
     thread.join()
@@ -90,7 +90,7 @@ def test_a_retirement_counts_rows_only_after_the_owners_puts_in_flight_commit(st
         seq, _, _ = tx.next_seq_and_commitments(OWNER, 1)
         thread, done, errors = in_thread(retire)
         assert not done.wait(WAIT)
-        tx.insert_chunk(seq, 0, b"c")
+        tx.insert_chunk(RowKey(OWNER, seq), 0, b"c")
         tx.insert_row(StoredRow(seq, ids.new(seq), OWNER, TURN, 1, NOW + 60, 1, b"w", b"m"), b"s")
     assert done.wait(20) and errors == []
     thread.join()

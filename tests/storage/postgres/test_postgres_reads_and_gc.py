@@ -45,7 +45,7 @@ def in_thread(work) -> None:
 
 def delete_with_ledger(store, row, ledger: SealedLedger) -> None:
     with store.transaction() as tx:
-        assert tx.delete_row(row.seq, row.row_id) == row.expires_at
+        assert tx.delete_row(row) == row.expires_at
         tx.put_ledger(OWNER, ledger)
 
 
@@ -54,15 +54,15 @@ def test_a_snapshot_keeps_what_its_lookup_read_ahead_and_the_next_snapshot_sees_
     row = put(store, ids)
     put_ledger(store, OWNER, OLD)
     with store.snapshot() as snap:
-        assert snap.find_row(row.row_id, row.seq) == row
+        assert snap.find_row(row.owner_tag, row.row_id, row.seq) == row
         in_thread(lambda: delete_with_ledger(store, row, NEW))
         assert snap.ledger_head(OWNER) == (1, b"old tag")
-        assert list(snap.read_chunks(row.seq, 0, 0)) == [(0, b"chunk 0")]
-        assert list(snap.read_chunks(row.seq, 0, 0)) == [(0, b"chunk 0")]  # read again: the same
-        assert snap.read_summary(row.seq) == b"summary"
+        assert list(snap.read_chunks(row, 0, 0)) == [(0, b"chunk 0")]
+        assert list(snap.read_chunks(row, 0, 0)) == [(0, b"chunk 0")]  # read again: the same
+        assert snap.read_summary(row) == b"summary"
     with store.snapshot() as snap:
-        assert snap.find_row(row.row_id, row.seq) is None and snap.ledger_head(OWNER) == (2, b"new tag")
-        assert list(snap.read_chunks(row.seq, 0, 0)) == []
+        assert snap.find_row(row.owner_tag, row.row_id, row.seq) is None and snap.ledger_head(OWNER) == (2, b"new tag")
+        assert list(snap.read_chunks(row, 0, 0)) == []
 
 
 def test_a_write_transaction_reads_the_ledger_head_and_chunks_as_committed_now(store):
@@ -70,11 +70,11 @@ def test_a_write_transaction_reads_the_ledger_head_and_chunks_as_committed_now(s
     row, other = put(store, ids), put(store, ids)
     put_ledger(store, OWNER, OLD)
     with store.transaction() as tx:
-        assert tx.find_row(row.row_id, row.seq) == row
+        assert tx.find_row(row.owner_tag, row.row_id, row.seq) == row
         in_thread(lambda: delete_with_ledger(store, row, NEW))
         assert tx.ledger_head(OWNER) == (2, b"new tag")
-        assert list(tx.read_chunks(row.seq, 0, 0)) == []
-        assert tx.find_row(other.row_id, other.seq) == other
+        assert list(tx.read_chunks(row, 0, 0)) == []
+        assert tx.find_row(other.owner_tag, other.row_id, other.seq) == other
 
 
 def test_gc_reaches_every_expired_row_past_live_ones_in_small_batches(store, monkeypatch):
@@ -86,7 +86,8 @@ def test_gc_reaches_every_expired_row_past_live_ones_in_small_batches(store, mon
     assert store.delete_expired(NOW, totals.append) == 5
     assert totals == [2, 4, 5]
     with store.snapshot() as snap:
-        assert [snap.find_row(row.row_id, row.seq) is not None for row in rows] == [e > NOW for e in expired_at]
+        found = [snap.find_row(row.owner_tag, row.row_id, row.seq) is not None for row in rows]
+        assert found == [e > NOW for e in expired_at]
 
 
 def test_gc_skips_a_row_another_transaction_is_deleting_and_never_waits_for_it(store):
@@ -96,7 +97,7 @@ def test_gc_skips_a_row_another_transaction_is_deleting_and_never_waits_for_it(s
 
     def hold() -> None:
         with store.transaction() as tx:
-            assert tx.delete_row(rows[1].seq, rows[1].row_id) == NOW  # locked, not yet committed
+            assert tx.delete_row(rows[1]) == NOW  # locked, not yet committed
             holding.set()
             release.wait(10)
 
@@ -111,7 +112,7 @@ def test_gc_skips_a_row_another_transaction_is_deleting_and_never_waits_for_it(s
         release.set()
         holder.join(30)
     with store.snapshot() as snap:
-        assert all(snap.find_row(row.row_id, row.seq) is None for row in rows)
+        assert all(snap.find_row(row.owner_tag, row.row_id, row.seq) is None for row in rows)
 
 
 def test_two_transactions_deleting_one_row_delete_it_once(store):
@@ -122,7 +123,7 @@ def test_two_transactions_deleting_one_row_delete_it_once(store):
 
     def first() -> None:
         with store.transaction() as tx:
-            results.append(tx.delete_row(row.seq, row.row_id))
+            results.append(tx.delete_row(row))
             deleting.set()
             release.wait(10)
 
@@ -131,29 +132,30 @@ def test_two_transactions_deleting_one_row_delete_it_once(store):
     assert deleting.wait(10)
     threading.Timer(0.5, release.set).start()
     with store.transaction() as tx:  # waits for the first to commit, then finds the row gone
-        results.append(tx.delete_row(row.seq, row.row_id))
+        results.append(tx.delete_row(row))
     holder.join(30)
     assert results == [NOW + 60, None]
     with store.snapshot() as snap:
-        assert snap.read_summary(row.seq) is None and list(snap.read_chunks(row.seq, 0, 9)) == []
+        assert snap.read_summary(row) is None and list(snap.read_chunks(row, 0, 9)) == []
 
 
 def test_queued_updates_keep_their_order_with_inserts_and_are_seen_by_the_next_statement(store):
     ids = Ids()
     old = put(store, ids)
     with store.transaction() as tx:
-        tx.update_wrapped_key(old.seq, 2, b"rewrapped", b"resealed")  # queued before the put's inserts
+        tx.update_wrapped_key(old, 2, b"rewrapped", b"resealed")  # queued before the put's inserts
         seq, _, _ = tx.next_seq_and_commitments(OWNER, 1)
         new = StoredRow(seq, ids.new(seq), OWNER, TURN, 1, NOW + 60, 1, b"w", b"m")
-        tx.insert_chunk(seq, 0, b"chunk")
+        tx.insert_chunk(new, 0, b"chunk")
         tx.insert_row(new, b"summary")
-        tx.update_expiry(seq, NOW + 600, b"w", b"extended", b"summary 2")  # queued after them: it must find the row
-        assert tx.find_row(old.row_id, old.seq).wrapped_key == b"rewrapped"
-        assert tx.find_row(new.row_id, seq).metadata == b"extended"
-        tx.update_expiry(old.seq, NOW + 900, b"rewrapped", b"old extended", b"old summary 2")
+        tx.update_expiry(new, NOW + 600, b"w", b"extended", b"summary 2")  # queued after them: it must find the row
+        assert tx.find_row(old.owner_tag, old.row_id, old.seq).wrapped_key == b"rewrapped"
+        assert tx.find_row(new.owner_tag, new.row_id, seq).metadata == b"extended"
+        tx.update_expiry(old, NOW + 900, b"rewrapped", b"old extended", b"old summary 2")
     with store.snapshot() as snap:
-        assert snap.find_row(new.row_id, seq).expires_at == NOW + 600 and snap.read_summary(seq) == b"summary 2"
-        found = snap.find_row(old.row_id, old.seq)
+        assert snap.find_row(new.owner_tag, new.row_id, seq).expires_at == NOW + 600
+        assert snap.read_summary(new) == b"summary 2"
+        found = snap.find_row(old.owner_tag, old.row_id, old.seq)
         assert (found.key_version, found.wrapped_key, found.expires_at, found.metadata) == (
             2, b"rewrapped", NOW + 900, b"old extended")
-        assert snap.read_summary(old.seq) == b"old summary 2"
+        assert snap.read_summary(old) == b"old summary 2"

@@ -8,9 +8,10 @@ import threading
 
 import pytest
 
+from tests.storage.contract_support import OWNER
 from tests.storage.sqlite.faults import OneConnection, ScriptedConnection
 from vault import IntegrityError, StorageError
-from vault.storage import open_store
+from vault.storage import RowKey, open_store
 from vault.storage.sqlite.writers import Writers
 from vault.storage.sqlite.writes import SqliteWriteTx
 
@@ -42,7 +43,7 @@ def test_a_failed_commit_is_rolled_back_released_and_raised_as_a_storage_error(w
     committed: list[bool] = []
     with pytest.raises(StorageError, match="disk is full"):
         with SqliteWriteTx(connections, False, lambda: committed.append(True), writers) as tx:
-            tx.insert_chunk(1, 0, b"sealed")
+            tx.insert_chunk(RowKey(OWNER, 1), 0, b"sealed")
     assert connection.statements[-2:] == ["COMMIT", "ROLLBACK"] and not connection.in_transaction
     assert connections.uses == 0 and committed == []
     assert writers.waiting() == 0 and another_thread_gets_a_turn(writers)
@@ -65,8 +66,9 @@ def test_a_chunk_index_past_the_stores_limit_is_refused_before_it_lands_in_the_n
     try:
         with pytest.raises(IntegrityError, match="chunk index out of range"):
             with store.transaction() as tx:
-                tx.insert_chunk(2, store.max_chunks, b"would be chunk 0 of row 3")
+                tx.insert_chunk(RowKey(OWNER, 2), store.max_chunks, b"would be chunk 0 of row 3")
         with store.snapshot() as reads:
-            assert list(reads.read_chunks(3, 0, 0)) == [] and list(reads.read_chunks(2, 0, store.max_chunks - 1)) == []
+            assert list(reads.read_chunks(RowKey(OWNER, 3), 0, 0)) == []
+            assert list(reads.read_chunks(RowKey(OWNER, 2), 0, store.max_chunks - 1)) == []
     finally:
         store.close()

@@ -5,7 +5,10 @@ search path, and one of the vault's pooled sessions may have been made to create
 its kind and persistence (an UNLOGGED table is emptied by a crash), columns (name, type, NOT NULL, default,
 identity, generated), constraints (primary keys; any foreign key or CHECK is another's), indexes (their whole
 definition), triggers (internal ones included: a foreign key from or to the table shows as such), rules, row
-security and its policies, and inheritance.
+security and its policies, and inheritance. The one object of another's allowed is the trigger Citus puts on each
+table it distributes, known exactly: internal, statement-level on TRUNCATE, enabled, no arguments, named
+``truncate_trigger_<its oid>`` and calling ``pg_catalog.citus_truncate_trigger()``, where the extension is
+installed (it forwards a TRUNCATE of the table on the coordinator to the shards).
 Anything beyond ``EXPECTED`` is refused with IntegrityError when the store opens and before every write that must
 stick commits (on the tables it changes: its locks keep them as checked until it ends); doctor reports it
 (threat_model.md, "What the database cannot move"). A denylist of object kinds is what a writer walks around.
@@ -47,7 +50,12 @@ UNION ALL SELECT name, 'constraint', c.conname || ' ' || pg_get_constraintdef(c.
 UNION ALL SELECT name, 'referenced by', c.conname FROM ours JOIN pg_catalog.pg_constraint c ON c.confrelid = ours.oid
 UNION ALL SELECT name, 'index', replace(pg_get_indexdef(i.indexrelid), ' ON ' || %(schema)s || '.', ' ON ')
     FROM ours JOIN pg_catalog.pg_index i ON i.indrelid = ours.oid
-UNION ALL SELECT name, 'trigger', t.tgname FROM ours JOIN pg_catalog.pg_trigger t ON t.tgrelid = ours.oid
+UNION ALL SELECT name, 'trigger', CASE WHEN t.tgisinternal AND t.tgtype = 32 AND t.tgenabled = 'O' AND t.tgnargs = 0
+        AND t.tgname = 'truncate_trigger_' || t.oid::text AND p.proname = 'citus_truncate_trigger'
+        AND p.pronamespace = 'pg_catalog'::regnamespace
+        AND EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')
+    THEN 'citus truncate trigger' ELSE t.tgname END
+    FROM ours JOIN pg_catalog.pg_trigger t ON t.tgrelid = ours.oid JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
 UNION ALL SELECT name, 'rule', r.rulename FROM ours JOIN pg_catalog.pg_rewrite r ON r.ev_class = ours.oid
 UNION ALL SELECT name, 'policy', p.polname FROM ours JOIN pg_catalog.pg_policy p ON p.polrelid = ours.oid
 UNION ALL SELECT name, 'inheritance', 'inherits' FROM ours JOIN pg_catalog.pg_inherits h ON h.inhrelid = ours.oid
@@ -58,8 +66,10 @@ UNION ALL SELECT name, 'shadowed', 'another relation of its name comes first on 
 
 
 def _table(name: str, columns: Iterable[str], key: str, indexes: Iterable[str] = ()) -> set[Described]:
-    """A table as the vault makes it: ``columns``, a primary key ``<name>_pkey`` on ``key``, and extra indexes."""
+    """A table as the vault makes it: ``columns``, a primary key ``<name>_pkey`` on ``key``, and extra indexes
+    (and Citus's trigger, once the table is distributed)."""
     found = {(name, "kind", "r p"), (name, "constraint", f"{name}_pkey PRIMARY KEY ({key})"),
+             (name, "trigger", "citus truncate trigger"),
              (name, "index", f"CREATE UNIQUE INDEX {name}_pkey ON {name} USING btree ({key})")}
     found |= {(name, "column", column) for column in columns}
     return found | {(name, "index", index) for index in indexes}
@@ -67,16 +77,19 @@ def _table(name: str, columns: Iterable[str], key: str, indexes: Iterable[str] =
 
 _BYTEA, _BIGINT, _INT, _DOUBLE = "bytea NOT NULL", "bigint NOT NULL", "integer NOT NULL", "double precision NOT NULL"
 EXPECTED: frozenset[Described] = frozenset(
-    {("scratchvault_schema", "kind", "r p"), ("scratchvault_schema", "column", f"version {_INT}")}
+    {("scratchvault_schema", "kind", "r p"), ("scratchvault_schema", "column", f"version {_INT}"),
+     ("scratchvault_schema", "trigger", "citus truncate trigger")}
     | _table("meta", ["name text NOT NULL", f"value {_BYTEA}"], "name")
     | _table("rows", [f"seq {_BIGINT}", f"id {_BYTEA}", f"owner_tag {_BYTEA}", f"turn_tag {_BYTEA}",
                       f"key_version {_INT}", f"expires_at {_DOUBLE}", f"size_bytes {_BIGINT}",
-                      f"wrapped_key {_BYTEA}", f"metadata {_BYTEA}", "summary bytea", "chunk bytea"], "seq",
+                      f"wrapped_key {_BYTEA}", f"metadata {_BYTEA}", "summary bytea", "chunk bytea"], "owner_tag, seq",
              ["CREATE INDEX rows_owner_turn ON rows USING btree (owner_tag, turn_tag, seq)",
               "CREATE INDEX rows_expiry ON rows USING btree (expires_at)",
+              "CREATE INDEX rows_seq ON rows USING btree (seq)",
               "CREATE INDEX rows_owner_usage ON rows USING btree (owner_tag, key_version) INCLUDE (size_bytes)"])
-    | _table("summaries", [f"seq {_BIGINT}", f"sealed {_BYTEA}"], "seq")
-    | _table("chunks", [f"seq {_BIGINT}", f"idx {_INT}", f"sealed {_BYTEA}"], "seq, idx")
+    | _table("summaries", [f"owner_tag {_BYTEA}", f"seq {_BIGINT}", f"sealed {_BYTEA}"], "owner_tag, seq")
+    | _table("chunks", [f"owner_tag {_BYTEA}", f"seq {_BIGINT}", f"idx {_INT}", f"sealed {_BYTEA}"],
+             "owner_tag, seq, idx")
     | _table("owner_keys", [f"owner_tag {_BYTEA}", f"version {_INT}", f"check_value {_BYTEA}"], "owner_tag, version")
     | _table("owners", [f"owner_tag {_BYTEA}", f"sealed_name {_BYTEA}"], "owner_tag")
     | _table("key_reservations", [f"owner_tag {_BYTEA}", f"version {_INT}", f"reserved_at {_DOUBLE}"],
@@ -93,15 +106,28 @@ EXPECTED: frozenset[Described] = frozenset(
                                   f"check_value {_BYTEA}", "swept boolean NOT NULL"], "length, epoch, attempt"))
 
 
+# what a database before schema 4 has in place of the primary keys starting with owner_tag: allowed only until the
+# migration replaces them (the catalog is checked again, strictly, once it has)
+BEFORE_OWNER_KEYS: frozenset[Described] = frozenset(
+    {("rows", "constraint", "rows_pkey PRIMARY KEY (seq)"),
+     ("rows", "index", "CREATE UNIQUE INDEX rows_pkey ON rows USING btree (seq)"),
+     ("summaries", "constraint", "summaries_pkey PRIMARY KEY (seq)"),
+     ("summaries", "index", "CREATE UNIQUE INDEX summaries_pkey ON summaries USING btree (seq)"),
+     ("chunks", "constraint", "chunks_pkey PRIMARY KEY (seq, idx)"),
+     ("chunks", "index", "CREATE UNIQUE INDEX chunks_pkey ON chunks USING btree (seq, idx)")})
+
+
 def describe(connection: psycopg.Connection, schema: str, tables: Sequence[str]) -> set[Described]:
     """What the catalog says of ``tables`` in ``schema`` (quoted)."""
     rows = connection.execute(DESCRIBE, {"schema": schema, "tables": list(tables)}).fetchall()
     return {(str(table), str(kind), str(text)) for table, kind, text in rows}
 
 
-def unexpected(connection: psycopg.Connection, schema: str, tables: Sequence[str]) -> list[Described]:
-    """What the catalog holds on ``tables`` beyond what the vault made, sorted (empty: exactly the vault's)."""
-    return sorted(describe(connection, schema, tables) - EXPECTED)
+def unexpected(connection: psycopg.Connection, schema: str, tables: Sequence[str],
+               expected: frozenset[Described] = EXPECTED) -> list[Described]:
+    """What the catalog holds on ``tables`` beyond what the vault made (``expected``), sorted (empty: exactly the
+    vault's)."""
+    return sorted(describe(connection, schema, tables) - expected)
 
 
 def missing_columns(connection: psycopg.Connection, schema: str, tables: Sequence[str]) -> list[str]:
@@ -112,10 +138,11 @@ def missing_columns(connection: psycopg.Connection, schema: str, tables: Sequenc
     return sorted(names(EXPECTED) - names(describe(connection, schema, tables)))
 
 
-def check(connection: psycopg.Connection, schema: str, tables: Sequence[str]) -> None:
-    """IntegrityError unless everything on ``tables`` is what the vault made (the message names kinds and tables,
-    never a definition's text, which may be anyone's)."""
-    found = unexpected(connection, schema, tables)
+def check(connection: psycopg.Connection, schema: str, tables: Sequence[str],
+          expected: frozenset[Described] = EXPECTED) -> None:
+    """IntegrityError unless everything on ``tables`` is what the vault made (``expected``; the message names kinds
+    and tables, never a definition's text, which may be anyone's)."""
+    found = unexpected(connection, schema, tables, expected)
     if found:
         what = sorted({f"{kind} on {table}" for table, kind, _ in found})
         raise IntegrityError(f"the database holds schema objects scratchvault did not make ({', '.join(what)}): "

@@ -24,10 +24,10 @@ import psycopg
 
 from keys import CHUNK_BYTES, SealedLedger
 from vault.errors import IntegrityError, StorageError
-from vault.storage.base import ListedRow, RowSeqs, StoredRow
+from vault.storage.base import ListedRow, RowAt, RowSeqs, StoredRow
 from vault.storage.postgres import sql
 from vault.storage.postgres.connections import TRANSLATE, Pool, fetched
-from vault.storage.sql.values import blob, check_columns, sealed_ledger, stores_id, storing_ids
+from vault.storage.sql.values import blob, check_columns, held_by_another, sealed_ledger, stores_id, storing_ids
 
 STREAM_AFTER = 16  # a read of more chunks than this streams through a server-side cursor, this many at a time
 FLUSH_BYTES = 4 << 20  # queued chunk inserts are sent once they hold this much (a long put never holds it all)
@@ -62,7 +62,7 @@ class PgReads:
         self._heads: dict[bytes, tuple[int, bytes] | None] = {}  # ledger heads read with a row, by owner tag
         # the one chunk of small rows read with the row, by seq: as (0, sealed) from the row and from the chunks
         # table, whichever hold it (both: the reader meets chunk 0 twice and refuses it)
-        self._first_chunks: dict[int, list[tuple[int, bytes]]] = {}
+        self._first_chunks: dict[tuple[bytes, int], list[tuple[int, bytes]]] = {}  # by (owner tag, seq)
 
     def __enter__(self) -> PgReads:
         joined = self._store.open_transaction()
@@ -100,7 +100,11 @@ class PgReads:
         return self._pipelined([(statement, parameters)])
 
     def _pipelined(self, statements: list[tuple[str, Any]]) -> psycopg.Cursor:
-        """Statements sent together (one round trip), the last one's cursor returned, results in binary. The
+        """Statements sent together (one round trip), the last one's cursor returned (``_sent_together``)."""
+        return self._sent_together(statements)[-1]
+
+    def _sent_together(self, statements: list[tuple[str, Any]]) -> list[psycopg.Cursor]:
+        """Statements sent together (one round trip), each one's cursor returned, results in binary. The
         transaction's BEGIN goes with the first; if the server dropped the connection (a restart) before this
         transaction did anything, they are tried once more on a new one."""
         self._before_statement()
@@ -115,17 +119,16 @@ class PgReads:
                 self._connection = self._store.pool.get()
                 return self._send(statements)
 
-    def _send(self, statements: list[tuple[str, Any]]) -> psycopg.Cursor:
+    def _send(self, statements: list[tuple[str, Any]]) -> list[psycopg.Cursor]:
         connection = self.connection
         if self._begun and len(statements) == 1:
-            return connection.execute(statements[0][0], statements[0][1], binary=True)
+            return [connection.execute(statements[0][0], statements[0][1], binary=True)]
         with connection.pipeline():
             if not self._begun:
                 connection.execute(self.BEGIN)
-            for statement, parameters in statements:
-                cursor = connection.execute(statement, parameters, binary=True)
+            cursors = [connection.execute(statement, parameters, binary=True) for statement, parameters in statements]
         self._begun = True
-        return cursor
+        return cursors
 
     def _before_statement(self) -> None:
         """What must go before any other statement (a write transaction's queued inserts)."""
@@ -136,29 +139,38 @@ class PgReads:
     def _all(self, statement: str, parameters: Any = None) -> list[tuple]:
         return fetched(self._run(statement, parameters).fetchall)
 
-    def find_row(self, row_id: bytes, seq: int) -> StoredRow | None:
-        """The row at the seq its id names, if it stores this very id (compared in constant time first)."""
+    def find_row(self, owner_tag: bytes, row_id: bytes, seq: int) -> StoredRow | None:
+        """The owner's row at the seq its id names, if it stores this very id (compared in constant time first)."""
         if type(seq) is not int or not 1 <= seq < 1 << 63:
             return None
         ahead = self.READS_AHEAD and self._own  # not in a joined write transaction (READ COMMITTED)
-        found = self._one(sql.SELECT_ROW_AHEAD, (CHUNK_BYTES, seq)) if ahead else self._one(sql.SELECT_ROW, (seq,))
-        if found is None or not stores_id(found, row_id):
+        found = (self._one(sql.SELECT_ROW_AHEAD, (CHUNK_BYTES, owner_tag, seq)) if ahead
+                 else self._one(sql.SELECT_ROW, (owner_tag, seq)))
+        if found is None or not stores_id(found, row_id, owner_tag):
             return None
         row = stored_row(found[:9])
         if ahead:
             has_ledger, counter, tag, *chunks = found[9:]
             self._heads[row.owner_tag] = (counter, blob(tag)) if has_ledger else None
             if row.size_bytes <= CHUNK_BYTES and any(chunk is not None for chunk in chunks):  # as the join's
-                self._first_chunks[seq] = [(0, blob(chunk)) for chunk in chunks if chunk is not None]
+                self._first_chunks[owner_tag, seq] = [(0, blob(chunk)) for chunk in chunks if chunk is not None]
         return row
 
-    def find_rows(self, wanted: list[tuple[bytes, int]]) -> list[StoredRow]:
-        """``find_row`` of each (id, seq), all in one statement; the rows found, in order."""
+    def held_by_another(self, owner_tag: bytes, row_id: bytes, seq: int) -> bool:
+        """Whether another owner holds the row this id names (the audit trail's "denied"), by the index on seq."""
+        if type(seq) is not int or not 1 <= seq < 1 << 63:
+            return False
+        return held_by_another(self._one("SELECT id, owner_tag FROM rows WHERE seq = %s LIMIT 1", (seq,)), row_id,
+                               owner_tag)
+
+    def find_rows(self, owner_tag: bytes, wanted: list[tuple[bytes, int]]) -> list[StoredRow]:
+        """``find_row`` of each (id, seq) of one owner, all in one statement; the rows found, in order."""
         valid = [(row_id, seq) for row_id, seq in wanted if type(seq) is int and 1 <= seq < 1 << 63]
         if not valid:
             return []
-        by_seq = {found[0]: found for found in self._all(sql.SELECT_ROWS, ([seq for _row_id, seq in valid],))}
-        return [stored_row(found) for found in storing_ids(valid, by_seq)]
+        seqs = [seq for _row_id, seq in valid]
+        by_seq = {found[0]: found for found in self._all(sql.SELECT_ROWS, (owner_tag, seqs))}
+        return [stored_row(found) for found in storing_ids(valid, by_seq, owner_tag)]
 
     def list_turn(self, owner_tag: bytes, turn_tag: bytes, now: float) -> list[tuple[StoredRow, bytes | None]]:
         """Unexpired rows of one owner's turn, each with its sealed summary (None if missing)."""
@@ -178,26 +190,27 @@ class PgReads:
             raise IntegrityError("a listed row is not where its id says")  # moved or copied: no id reaches it
         return [ListedRow._make(row) for row in found]
 
-    def wrapped_key(self, seq: int) -> bytes:
-        """The wrapped data key of row ``seq``."""
-        found = self._one("SELECT wrapped_key FROM rows WHERE seq = %s", (seq,))
+    def wrapped_key(self, owner_tag: bytes, seq: int) -> bytes:
+        """The wrapped data key of the owner's row ``seq``."""
+        found = self._one("SELECT wrapped_key FROM rows WHERE owner_tag = %s AND seq = %s", (owner_tag, seq))
         if found is None:
             raise IntegrityError("a listed row disappeared inside one snapshot")
         return blob(found[0])
 
-    def read_summary(self, seq: int) -> bytes | None:
-        """The sealed summary of row ``seq``: in the row, else (written before schema 3) in ``summaries``."""
-        found = self._one(sql.SELECT_SUMMARY, {"seq": seq})
+    def read_summary(self, row: RowAt) -> bytes | None:
+        """The sealed summary of a row: in the row, else (written before schema 3) in ``summaries``."""
+        found = self._one(sql.SELECT_SUMMARY, {"tag": row.owner_tag, "seq": row.seq})
         return None if found is None or found[0] is None else blob(found[0])
 
-    def read_chunks(self, seq: int, first: int, last: int) -> Generator[tuple[int, bytes], None, None]:
-        """Sealed chunks ``first..last`` of row ``seq`` in order: a few in one statement, more through a
+    def read_chunks(self, row: RowAt, first: int, last: int) -> Generator[tuple[int, bytes], None, None]:
+        """Sealed chunks ``first..last`` of a row in order: a few in one statement, more through a
         server-side cursor fetching STREAM_AFTER at a time (a full read never holds the row twice). The one chunk
         of a small row comes from its lookup, if this snapshot made it."""
-        if first == last == 0 and seq in self._first_chunks:
-            yield from self._first_chunks.pop(seq)
+        at = (row.owner_tag, row.seq)
+        if first == last == 0 and at in self._first_chunks:
+            yield from self._first_chunks.pop(at)
             return
-        bounds = {"seq": seq, "first": first, "last": last}
+        bounds = {"tag": row.owner_tag, "seq": row.seq, "first": first, "last": last}
         if last - first < STREAM_AFTER:
             for index, sealed in self._all(sql.SELECT_CHUNKS, bounds):
                 yield index, blob(sealed)

@@ -16,16 +16,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import psycopg
+from psycopg import sql
 
 from vault.errors import IntegrityError, StorageError
-from vault.storage.postgres import catalog
+from vault.storage.postgres import catalog, citus
 from vault.storage.postgres.connections import present
 
 # of the PostgreSQL schema; independent of the SQLite file's. 2: the keys of expiry epochs (epoch_keys,
 # epoch_reservations, epoch_tombstones; threat_model.md, "Expiry epochs"), added to a database of version 1. 3: a
 # row's summary and only chunk in its rows tuple (the columns summary and chunk, added to a database of version 2,
-# whose rows keep theirs where they were; the release before would not see them and must refuse it)
-SCHEMA_VERSION = 3
+# whose rows keep theirs where they were; the release before would not see them and must refuse it). 4: every table
+# of an owner's records keyed by owner_tag first (rows, and chunks and summaries given the column), so Citus can
+# shard them by owner (citus.py); a database of version 3 has the column filled from the rows
+SCHEMA_VERSION = 4
 LOCK_CLASS = 0x5356  # "SV": the first key of every advisory lock the store takes (the second says which)
 MIGRATE_LOCK = 1
 KEYS_LOCK = 2  # key creation and rotation (rare; a keyring write is made under it)
@@ -38,7 +41,7 @@ CREATE TABLE IF NOT EXISTS scratchvault_schema (version integer NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (name text PRIMARY KEY, value bytea NOT NULL);
 CREATE SEQUENCE IF NOT EXISTS row_seq AS bigint MINVALUE 1 NO CYCLE;
 CREATE TABLE IF NOT EXISTS rows (
-    seq bigint PRIMARY KEY,
+    seq bigint NOT NULL,
     id bytea NOT NULL,
     owner_tag bytea NOT NULL,
     turn_tag bytea NOT NULL,
@@ -48,16 +51,28 @@ CREATE TABLE IF NOT EXISTS rows (
     wrapped_key bytea NOT NULL,
     metadata bytea NOT NULL,
     summary bytea,
-    chunk bytea
+    chunk bytea,
+    PRIMARY KEY (owner_tag, seq)
 ) WITH (toast_tuple_target = 8160);
 ALTER TABLE rows ADD COLUMN IF NOT EXISTS summary bytea, ADD COLUMN IF NOT EXISTS chunk bytea;
 ALTER TABLE rows SET (toast_tuple_target = 8160);
 CREATE INDEX IF NOT EXISTS rows_owner_turn ON rows (owner_tag, turn_tag, seq);
 CREATE INDEX IF NOT EXISTS rows_expiry ON rows (expires_at);
+CREATE INDEX IF NOT EXISTS rows_seq ON rows (seq);
 CREATE INDEX IF NOT EXISTS rows_owner_usage ON rows (owner_tag, key_version) INCLUDE (size_bytes);
-CREATE TABLE IF NOT EXISTS summaries (seq bigint PRIMARY KEY, sealed bytea NOT NULL);
-CREATE TABLE IF NOT EXISTS chunks (seq bigint NOT NULL, idx integer NOT NULL, sealed bytea NOT NULL,
-                                   PRIMARY KEY (seq, idx));
+CREATE TABLE IF NOT EXISTS summaries (owner_tag bytea NOT NULL, seq bigint NOT NULL, sealed bytea NOT NULL,
+                                      PRIMARY KEY (owner_tag, seq));
+CREATE TABLE IF NOT EXISTS chunks (owner_tag bytea NOT NULL, seq bigint NOT NULL, idx integer NOT NULL,
+                                   sealed bytea NOT NULL, PRIMARY KEY (owner_tag, seq, idx));
+ALTER TABLE summaries ADD COLUMN IF NOT EXISTS owner_tag bytea;
+ALTER TABLE chunks ADD COLUMN IF NOT EXISTS owner_tag bytea;
+UPDATE summaries SET owner_tag = rows.owner_tag FROM rows
+    WHERE summaries.owner_tag IS NULL AND rows.seq = summaries.seq;
+UPDATE chunks SET owner_tag = rows.owner_tag FROM rows WHERE chunks.owner_tag IS NULL AND rows.seq = chunks.seq;
+DELETE FROM summaries WHERE owner_tag IS NULL;
+DELETE FROM chunks WHERE owner_tag IS NULL;
+ALTER TABLE summaries ALTER COLUMN owner_tag SET NOT NULL;
+ALTER TABLE chunks ALTER COLUMN owner_tag SET NOT NULL;
 CREATE TABLE IF NOT EXISTS owner_keys (owner_tag bytea NOT NULL, version integer NOT NULL,
                                        check_value bytea NOT NULL, PRIMARY KEY (owner_tag, version));
 CREATE TABLE IF NOT EXISTS owners (owner_tag bytea PRIMARY KEY, sealed_name bytea NOT NULL);
@@ -83,6 +98,10 @@ ALTER TABLE summaries ALTER COLUMN sealed SET STORAGE EXTERNAL;
 ALTER TABLE chunks ALTER COLUMN sealed SET STORAGE EXTERNAL;
 ALTER TABLE deletions ALTER COLUMN body SET STORAGE EXTERNAL
 """
+# the primary keys of schema 4, given to the tables a database of an earlier version has keyed by seq
+PRIMARY_KEYS = {"rows": ("owner_tag", "seq"), "summaries": ("owner_tag", "seq"), "chunks": ("owner_tag", "seq", "idx")}
+PRIMARY_KEY_OF = ("SELECT pg_get_constraintdef(oid) FROM pg_catalog.pg_constraint "
+                  "WHERE conrelid = to_regclass(%s) AND contype = 'p'")
 # where the vault's tables live: the schema holding its version table, else the one its DDL would create them in
 TABLES_SCHEMA = ("SELECT coalesce((SELECT relnamespace::regnamespace::text FROM pg_catalog.pg_class "
                  "WHERE oid = to_regclass('scratchvault_schema')), quote_ident(current_schema()))")
@@ -107,18 +126,35 @@ def migrate(connection: psycopg.Connection) -> str:
         found = versions[0] if versions else None
     if found is not None and found > SCHEMA_VERSION:
         raise StorageError("the database was written by a newer scratchvault; upgrade to open it")
-    check_foreign_objects(connection, schema)
-    if found != SCHEMA_VERSION:
+    if found != SCHEMA_VERSION:  # what an earlier version had is allowed until the migration replaces it
+        catalog.check(connection, schema, TABLES, catalog.EXPECTED | catalog.BEFORE_OWNER_KEYS)
         connection.execute(DDL)
+        _key_by_owner(connection, schema)
         connection.execute("DELETE FROM scratchvault_schema")
         connection.execute("INSERT INTO scratchvault_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+    check_foreign_objects(connection, schema)
     if present(connection.execute(MISSING, {"schema": schema, "tables": list(TABLES)}).fetchone())[0]:
         raise StorageError("a table of the vault is missing from the database (dropped?); restore it from "
                            "backup") from None
     if catalog.missing_columns(connection, schema, TABLES):  # its data gone with it: every read would fail
         raise StorageError("a column of the vault's tables is missing from the database (dropped?); restore it from "
                            "backup") from None
+    if citus.has_citus(connection):
+        citus.distribute(connection, schema)
     return schema
+
+
+def _key_by_owner(connection: psycopg.Connection, schema: str) -> None:
+    """Give the tables a database before schema 4 keyed by seq alone their primary key starting with owner_tag
+    (the rows' seqs stay unique: a sequence makes them)."""
+    for table, columns in PRIMARY_KEYS.items():
+        key = f"PRIMARY KEY ({', '.join(columns)})"
+        if present(connection.execute(PRIMARY_KEY_OF, (f"{schema}.{table}",)).fetchone())[0] == key:
+            continue
+        connection.execute(sql.SQL("ALTER TABLE {table} DROP CONSTRAINT {name}, ADD CONSTRAINT {name} PRIMARY KEY "
+                                   "({columns})").format(table=sql.Identifier(table),
+                                                         name=sql.Identifier(f"{table}_pkey"),
+                                                         columns=sql.SQL(", ").join(map(sql.Identifier, columns))))
 
 
 def check_foreign_objects(connection: psycopg.Connection, schema: str | None = None,

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from vault.errors import StorageError
 from vault.storage.base import Progress
-from vault.storage.postgres import sql
+from vault.storage.postgres import citus, sql
 from vault.storage.postgres.commitments import PostgresCommitments
 from vault.storage.postgres.connections import TRANSLATE, Pool, is_retryable
 from vault.storage.postgres.rows import PgReads
@@ -42,11 +42,13 @@ class PostgresStore:
         self._local = threading.local()
         self.commitments = PostgresCommitments(self)
         self.schema: str | None = None  # the schema of the vault's tables (quoted), known once migrate ran
+        self.sharded = False  # on a Citus coordinator: an owner's records on one worker (citus.py)
         try:
             with self.transaction() as tx:
                 tx._run("SELECT 1")
                 with TRANSLATE:
                     self.schema = migrate(tx.connection)
+                    self.sharded = citus.has_citus(tx.connection)
         except BaseException:
             self.pool.close()
             raise
@@ -121,19 +123,28 @@ class PostgresStore:
         raise AssertionError("unreachable")
 
     def delete_expired(self, now: float, progress: Progress = None) -> int:
-        """Delete every row expired at ``now``, GC_BATCH per transaction; returns how many."""
-        return self._delete_in_batches(sql.DELETE_EXPIRED_BATCH, now, progress)
+        """Delete every row expired at ``now``, GC_BATCH per transaction; returns how many. Sharded, owner by owner
+        (a statement that locks rows must stay on one worker), the owners from one statement over every shard."""
+        if not self.sharded:
+            return self._delete_in_batches(sql.DELETE_EXPIRED_BATCH, {"now": now}, progress)
+        removed = 0
+        for (owner_tag,) in self.query(sql.EXPIRED_OWNERS, (now,)):
+            owner_progress = None if progress is None else partial(_progress_after, progress, removed)
+            removed += self._delete_in_batches(sql.DELETE_OWNER_BATCH, {"tag": blob(owner_tag), "now": now},
+                                               owner_progress)
+        return removed
 
     def delete_owner_rows(self, owner_tag: bytes, progress: Progress = None) -> int:
         """Delete every row of an owner, GC_BATCH per transaction; returns how many."""
-        return self._delete_in_batches(sql.DELETE_OWNER_BATCH, owner_tag, progress)
+        return self._delete_in_batches(sql.DELETE_OWNER_BATCH, {"tag": owner_tag, "now": None}, progress)
 
-    def _delete_in_batches(self, select: str, key: object, progress: Progress) -> int:
-        """Batches of rows ``select`` finds (locked, skipping those another host is deleting), each committed and
-        each starting after the last seq of the one before."""
+    def _delete_in_batches(self, select: str, picked_by: dict[str, object], progress: Progress) -> int:
+        """Batches of rows ``select`` finds by ``picked_by`` (locked, skipping those another host is deleting),
+        each committed and each starting after the last seq of the one before."""
         removed, after = 0, 0
         while True:
-            count, after = self.deleting(partial(delete_batch, statement=select, key=key, after=after, size=GC_BATCH))
+            count, after = self.deleting(partial(delete_batch, statement=select, picked_by=picked_by, after=after,
+                                                 size=GC_BATCH))
             removed += count
             if progress is not None:
                 progress(removed)
@@ -156,3 +167,8 @@ class PostgresStore:
     def close(self) -> None:
         """Close the pool; later calls raise StorageError."""
         self.pool.close()
+
+
+def _progress_after(progress: Callable[[int], None], before: int, count: int) -> None:
+    """Report ``count`` more rows removed after ``before`` (one owner's batches, in a run over many)."""
+    progress(before + count)

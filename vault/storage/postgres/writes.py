@@ -11,7 +11,7 @@ import psycopg
 
 from keys import EPOCH_WRAPPED_SIZE, SealedLedger
 from vault.errors import IntegrityError, StorageError
-from vault.storage.base import StoredRow
+from vault.storage.base import RowAt, StoredRow
 from vault.storage.postgres import sql
 from vault.storage.postgres.connections import TRANSLATE, fetched, present
 from vault.storage.postgres.rows import FLUSH_BYTES, PgReads, TransactionHost, with_summaries
@@ -35,7 +35,7 @@ class PgWriteTx(PgReads):
         super().__init__(store)
         self._rows: list[dict[str, Any]] = []  # queued rows, each with its summary
         self._updates: list[tuple[str, dict[str, Any]]] = []  # queued updates (nothing reads their results)
-        self._chunks: list[tuple[int, int, bytes]] = []
+        self._chunks: list[tuple[bytes, int, int, bytes]] = []  # (owner tag, seq, index, sealed)
         self._chunk_bytes = 0
         self._locked: set[tuple[int, int]] = set()
         self.deleted = False
@@ -110,8 +110,8 @@ class PgWriteTx(PgReads):
         self._chunks, self._chunk_bytes, self._rows, self._updates = [], 0, [], []
         for statement, parameters in updates:
             connection.execute(statement, parameters)
-        if len(chunks) == 1 and len(rows) == 1 and chunks[0][:2] == (rows[0]["seq"], 0):
-            connection.execute(sql.INSERT_ROW, rows[0] | {"chunk": chunks[0][2]})
+        if len(chunks) == 1 and len(rows) == 1 and chunks[0][:3] == (rows[0]["owner_tag"], rows[0]["seq"], 0):
+            connection.execute(sql.INSERT_ROW, rows[0] | {"chunk": chunks[0][3]})
             return
         if len(chunks) == 1:
             connection.execute(sql.INSERT_CHUNK, chunks[0])
@@ -159,16 +159,18 @@ class PgWriteTx(PgReads):
         key = owner_lock_key(owner_tag)
         statements = [] if key in self._locked else [(sql.OWNER_LOCK, key)]
         parameters = {"tag": owner_tag, "v": key_version, "len": epoch[0], "e": epoch[1]}
-        cursor = self._pipelined([*statements, (sql.NEXT_ROW, parameters)])
+        *_, seq_cursor, commitments = self._sent_together([*statements, (sql.NEXT_SEQ, None),
+                                                            (sql.COMMITMENTS, parameters)])
         self._locked.add(key)
-        seq, commitment, epoch_check = present(fetched(cursor.fetchone))
+        seq = present(fetched(seq_cursor.fetchone))[0]
+        commitment, epoch_check = present(fetched(commitments.fetchone))
         if type(seq) is not int or seq < 1:
             raise IntegrityError("the row sequence returned a value that is not a seq")
         return seq, None if commitment is None else blob(commitment), None if epoch_check is None else blob(epoch_check)
 
-    def insert_chunk(self, seq: int, index: int, sealed: bytes) -> None:
+    def insert_chunk(self, row: RowAt, index: int, sealed: bytes) -> None:
         """Queue one sealed chunk; the queue is sent once it holds FLUSH_BYTES, the rest with the COMMIT."""
-        self._chunks.append((seq, index, sealed))
+        self._chunks.append((row.owner_tag, row.seq, index, sealed))
         self._chunk_bytes += len(sealed)
         if self._chunk_bytes >= FLUSH_BYTES:
             self._before_statement()
@@ -187,16 +189,18 @@ class PgWriteTx(PgReads):
             raise IntegrityError("a stored row has columns of the wrong type")
         return rows, size
 
-    def update_expiry(self, seq: int, expires_at: float, wrapped_key: bytes, metadata: bytes,
+    def update_expiry(self, row: RowAt, expires_at: float, wrapped_key: bytes, metadata: bytes,
                       sealed_summary: bytes) -> None:
-        """Give row ``seq`` a new expiry with its data key wrapped for its new epoch and its re-sealed records
+        """Give a row a new expiry with its data key wrapped for its new epoch and its re-sealed records
         (queued, as inserts are: an extend_turn sends its updates together, not one round trip each)."""
-        self._queue_update((sql.UPDATE_EXPIRY, {"seq": seq, "expires_at": expires_at, "wrapped_key": wrapped_key,
-                                              "metadata": metadata, "summary": sealed_summary}))
+        self._queue_update((sql.UPDATE_EXPIRY, {"tag": row.owner_tag, "seq": row.seq, "expires_at": expires_at,
+                                              "wrapped_key": wrapped_key, "metadata": metadata,
+                                              "summary": sealed_summary}))
 
-    def update_wrapped_key(self, seq: int, version: int, wrapped_key: bytes, sealed_summary: bytes | None) -> None:
+    def update_wrapped_key(self, row: RowAt, version: int, wrapped_key: bytes, sealed_summary: bytes | None) -> None:
         """Store a row's data key wrapped under ``version``, and its re-sealed summary (None: unchanged); queued."""
-        parameters = {"seq": seq, "version": version, "wrapped_key": wrapped_key, "summary": sealed_summary}
+        parameters = {"tag": row.owner_tag, "seq": row.seq, "version": version, "wrapped_key": wrapped_key,
+                      "summary": sealed_summary}
         statement = sql.UPDATE_WRAPPED_KEY if sealed_summary is None else sql.UPDATE_WRAPPED_KEY_AND_SUMMARY
         self._queue_update((statement, parameters))
 
@@ -220,13 +224,13 @@ class PgWriteTx(PgReads):
         self.lock_owner(owner_tag)
         return super().ledger(owner_tag)
 
-    def delete_row(self, seq: int, row_id: bytes) -> float | None:
-        """Delete one row, its summary and chunks; the expiry it had, or None if the row at ``seq`` does not
-        store this id (deleted meanwhile). One statement: a concurrent delete of the row waits for this one and
+    def delete_row(self, row: StoredRow) -> float | None:
+        """Delete one row, its summary and chunks; the expiry it had, or None if the row at its seq no longer
+        stores its id (deleted meanwhile). One statement: a concurrent delete of the row waits for this one and
         then finds it gone. The tables are checked before COMMIT whether or not a row went: a trigger planted
         since open that skips the delete would otherwise pass for "deleted meanwhile"."""
         self.tables_checked_at_commit |= ROW_TABLES
-        found = self._one(sql.DELETE_ROW, {"seq": seq, "id": row_id})
+        found = self._one(sql.DELETE_ROW, {"tag": row.owner_tag, "seq": row.seq, "id": row.row_id})
         if found is None:
             return None
         check_columns(1, found[0], 0)  # a wrong type raises, and the transaction, rolled back, deleted nothing
@@ -240,12 +244,14 @@ class PgWriteTx(PgReads):
         self.tables_checked_at_commit.add("deletions")
 
 
-def delete_batch(tx: PgWriteTx, statement: str, key: object, after: int, size: int) -> tuple[int, int]:
-    """Lock and delete up to ``size`` rows past seq ``after`` that ``statement`` picks by ``key``, with their
-    summaries and chunks, in one statement; returns how many and the last seq. Every row locked must go (a rule or
-    trigger planted since the store was opened could keep one: schema.check_foreign_objects refuses those)."""
+def delete_batch(tx: PgWriteTx, statement: str, picked_by: dict[str, object], after: int,
+                 size: int) -> tuple[int, int]:
+    """Lock and delete up to ``size`` rows past seq ``after`` that ``statement`` picks by ``picked_by`` (its
+    parameters), with their summaries and chunks, in one statement; returns how many and the last seq. Every row
+    locked must go (a rule or trigger planted since the store was opened could keep one:
+    schema.check_foreign_objects refuses those)."""
     tx.tables_checked_at_commit |= ROW_TABLES  # a trigger or rule planted since open: refused at COMMIT
-    locked, gone, last = present(tx._one(statement, (key, after, size)))
+    locked, gone, last = present(tx._one(statement, picked_by | {"after": after, "size": size}))
     if gone != locked:
         raise IntegrityError("a delete left rows it was asked to remove (the database was altered to keep them)")
     tx.deleted = tx.deleted or gone > 0

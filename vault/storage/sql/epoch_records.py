@@ -57,8 +57,8 @@ _RECORD = ("INSERT INTO epoch_keys (length, epoch, attempt, check_value) SELECT 
            "WHERE NOT EXISTS (SELECT 1 FROM epoch_tombstones WHERE length = %(len)s AND epoch = %(e)s "
            "AND attempt IN (0, %(a)s)) ON CONFLICT (length, epoch) DO NOTHING")
 _TOMBSTONE = _checked("INSERT INTO epoch_tombstones (length, epoch, attempt, check_value, swept) "
-                      "VALUES (%(len)s, %(e)s, %(a)s, coalesce((SELECT check_value FROM epoch_keys WHERE length = "
-                      "%(len)s AND epoch = %(e)s AND attempt = %(a)s), {empty}), {false}){unswept}")
+                      "SELECT %(len)s, %(e)s, %(a)s, coalesce((SELECT check_value FROM epoch_keys WHERE length = "
+                      "%(len)s AND epoch = %(e)s AND attempt = %(a)s), {empty}), {false} WHERE 1 = 1{unswept}")
 _DROP = "DELETE FROM epoch_keys WHERE length = %(len)s AND epoch = %(e)s AND attempt = %(a)s"
 _MARKER = ("INSERT INTO epoch_tombstones (length, epoch, attempt, check_value, swept) "
            "VALUES (%(len)s, %(e)s, 0, {empty}, {true}) ON CONFLICT (length, epoch, attempt) DO NOTHING")

@@ -45,9 +45,11 @@ _RECORD = ("INSERT INTO owner_keys (owner_tag, version, check_value) SELECT %(ta
 _REGISTER = "INSERT INTO owners (owner_tag, sealed_name) VALUES (%(tag)s, %(name)s) ON CONFLICT (owner_tag) DO NOTHING"
 _EVERY_VERSION = ("SELECT version FROM owner_keys WHERE owner_tag = %(tag)s UNION "
                   "SELECT version FROM key_reservations WHERE owner_tag = %(tag)s")
-_TOMBSTONE = ("INSERT INTO key_tombstones (owner_tag, version, check_value, swept) VALUES (%(tag)s, %(v)s, coalesce("
-              "(SELECT check_value FROM owner_keys WHERE owner_tag = %(tag)s AND version = %(v)s), {empty}), {false}) "
-              "ON CONFLICT (owner_tag, version) DO UPDATE SET swept = {false}")
+# INSERT ... SELECT, not VALUES with a subquery: Citus refuses a subquery inside VALUES (the WHERE is what SQLite
+# needs before ON CONFLICT after a SELECT)
+_TOMBSTONE = ("INSERT INTO key_tombstones (owner_tag, version, check_value, swept) SELECT %(tag)s, %(v)s, coalesce("
+              "(SELECT check_value FROM owner_keys WHERE owner_tag = %(tag)s AND version = %(v)s), {empty}), {false} "
+              "WHERE 1 = 1 ON CONFLICT (owner_tag, version) DO UPDATE SET swept = {false}")
 _DROP = "DELETE FROM owner_keys WHERE owner_tag = %(tag)s AND version = %(v)s"
 _UNREGISTER = "DELETE FROM owners WHERE owner_tag = %(tag)s"
 # read back in the transaction that destroyed it: (its tombstones, its commitments); (1, 0) once destroyed

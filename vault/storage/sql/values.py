@@ -13,16 +13,27 @@ from vault.errors import IntegrityError
 _MAX = 2**63 - 1
 
 
-def stores_id(found: tuple, row_id: bytes) -> bool:
-    """Whether a row looked up by its seq (id in column 1) stores this very id, compared in constant time before
-    anything else of the row is used: a stale id meeting another row, damaged or not, is a miss."""
-    return type(found[1]) is bytes and hmac.compare_digest(found[1], row_id)
+def stores_id(found: tuple, row_id: bytes, owner_tag: bytes) -> bool:
+    """Whether a row looked up by its seq (id in column 1, owner tag in column 2) stores this very id for this
+    owner, compared in constant time before anything else of the row is used: a stale id meeting another row, or
+    another owner's row, damaged or not, is a miss."""
+    return (type(found[1]) is bytes and hmac.compare_digest(found[1], row_id)
+            and type(found[2]) is bytes and hmac.compare_digest(found[2], owner_tag))
 
 
-def storing_ids(asked: Iterable[tuple[bytes, object]], found_by: Mapping[object, tuple]) -> list[tuple]:
-    """Of the rows a batch lookup found (by the key each id was looked up by), those that store the id asked,
-    in the order asked."""
-    return [found for row_id, key in asked if (found := found_by.get(key)) is not None and stores_id(found, row_id)]
+def held_by_another(found: tuple | None, row_id: bytes, owner_tag: bytes) -> bool:
+    """Whether a row looked up by its seq alone (id in column 0, owner tag in column 1) stores this very id for
+    another owner."""
+    return (found is not None and type(found[0]) is bytes and hmac.compare_digest(found[0], row_id)
+            and type(found[1]) is bytes and not hmac.compare_digest(found[1], owner_tag))
+
+
+def storing_ids(asked: Iterable[tuple[bytes, object]], found_by: Mapping[object, tuple],
+                owner_tag: bytes) -> list[tuple]:
+    """Of the rows a batch lookup found (by the key each id was looked up by), those that store the id asked for
+    this owner, in the order asked."""
+    return [found for row_id, key in asked
+            if (found := found_by.get(key)) is not None and stores_id(found, row_id, owner_tag)]
 
 
 def blob(value: object) -> bytes:

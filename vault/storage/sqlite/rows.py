@@ -7,9 +7,9 @@ from collections.abc import Generator
 
 from keys import SealedLedger
 from vault.errors import IntegrityError
-from vault.storage.base import ListedRow, RowSeqs, StoredRow
+from vault.storage.base import ListedRow, RowAt, RowSeqs, StoredRow
 from vault.storage.sql import values
-from vault.storage.sql.values import blob, stores_id, storing_ids
+from vault.storage.sql.values import blob, held_by_another, stores_id, storing_ids
 from vault.storage.sqlite import schema
 from vault.storage.sqlite.connections import TRANSLATE, Connections
 from vault.storage.sqlite.schema import CHUNK_SHIFT, valid_seq
@@ -54,8 +54,8 @@ class SqliteReads:
         finally:
             self._connections.release(self.connection)
 
-    def find_row(self, row_id: bytes, seq: int) -> StoredRow | None:
-        """The row with this id, whoever owns it. A file made before schema 3 finds it by its index on ids."""
+    def find_row(self, owner_tag: bytes, row_id: bytes, seq: int) -> StoredRow | None:
+        """The row with this id, if this owner holds it. A file made before schema 3 finds it by its index on ids."""
         with TRANSLATE:
             if self._ids_indexed:
                 found = self._execute(schema.SELECT_ROW_BY_ID, (row_id,)).fetchone()
@@ -64,11 +64,22 @@ class SqliteReads:
             else:
                 return None
         # the id first: a stale id meeting another row, damaged or not, is a miss like any other
-        if found is None or not stores_id(found, row_id):
+        if found is None or not stores_id(found, row_id, owner_tag):
             return None
         return schema.stored_row(found)
 
-    def find_rows(self, wanted: list[tuple[bytes, int]]) -> list[StoredRow]:
+    def held_by_another(self, owner_tag: bytes, row_id: bytes, seq: int) -> bool:
+        """Whether another owner holds the row this id names (the audit trail's "denied")."""
+        with TRANSLATE:
+            if self._ids_indexed:
+                found = self._execute("SELECT id, owner_tag FROM rows WHERE id = ?", (row_id,)).fetchone()
+            elif valid_seq(seq):
+                found = self._execute("SELECT id, owner_tag FROM rows WHERE seq = ?", (seq,)).fetchone()
+            else:
+                return False
+        return held_by_another(found, row_id, owner_tag)
+
+    def find_rows(self, owner_tag: bytes, wanted: list[tuple[bytes, int]]) -> list[StoredRow]:
         """``find_row`` of each (id, seq), LOOKUP_BATCH of them bound to one statement; the rows found, in order."""
         asked: list[tuple[bytes, bytes | int]]  # (the id asked, what the statement looks it up by)
         if self._ids_indexed:  # a file made before schema 3: by its index on ids, as find_row
@@ -82,7 +93,7 @@ class SqliteReads:
                 batch = keys[first:first + LOOKUP_BATCH]
                 found_rows = self._execute(f"{SELECT_ROWS} WHERE {column} IN ({', '.join('?' * len(batch))})", batch)
                 by_key.update((found[key_at], found) for found in found_rows)
-        return [schema.stored_row(found) for found in storing_ids(asked, by_key)]
+        return [schema.stored_row(found) for found in storing_ids(asked, by_key, owner_tag)]
 
     def list_turn(self, owner_tag: bytes, turn_tag: bytes, now: float) -> list[tuple[StoredRow, bytes | None]]:
         """Unexpired rows of one owner's turn, each with its sealed summary (None if missing)."""
@@ -104,23 +115,25 @@ class SqliteReads:
             raise IntegrityError("a listed row is not where its id says")  # moved or copied: no id reaches it
         return [ListedRow._make(row) for row in found]
 
-    def wrapped_key(self, seq: int) -> bytes:
-        """The wrapped data key of row ``seq``."""
+    def wrapped_key(self, owner_tag: bytes, seq: int) -> bytes:
+        """The wrapped data key of the owner's row ``seq`` (listed in this snapshot: its owner was checked)."""
         with TRANSLATE:
-            found = self._execute("SELECT wrapped_key FROM rows WHERE seq = ?", (seq,)).fetchone()
+            found = self._execute("SELECT wrapped_key FROM rows WHERE seq = ? AND owner_tag = ?",
+                                  (seq, owner_tag)).fetchone()
         if found is None:
             raise IntegrityError("a listed row disappeared inside one snapshot")
         return blob(found[0])
 
-    def read_summary(self, seq: int) -> bytes | None:
-        """The sealed summary of row ``seq``: in the row, else (written before schema 6) in ``summaries``."""
+    def read_summary(self, row: RowAt) -> bytes | None:
+        """The sealed summary of a row: in the row, else (written before schema 6) in ``summaries``."""
         with TRANSLATE:
-            found = self._execute(schema.SELECT_SUMMARY, (seq,)).fetchone()
+            found = self._execute(schema.SELECT_SUMMARY, (row.seq,)).fetchone()
         return None if found is None or found[0] is None else blob(found[0])
 
-    def read_chunks(self, seq: int, first: int, last: int) -> Generator[tuple[int, bytes], None, None]:
-        """Sealed chunks ``first..last`` of row ``seq``, one at a time as the cursor steps: chunk 0 from the row
+    def read_chunks(self, row: RowAt, first: int, last: int) -> Generator[tuple[int, bytes], None, None]:
+        """Sealed chunks ``first..last`` of a row, one at a time as the cursor steps: chunk 0 from the row
         when it holds it (a row of one chunk), then those in ``chunks`` (the reader refuses a chunk found in both)."""
+        seq = row.seq
         base = seq << CHUNK_SHIFT
         if first == 0:
             with TRANSLATE:

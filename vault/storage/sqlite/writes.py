@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from keys import EPOCH_WRAPPED_SIZE, SealedLedger
 from vault.errors import IntegrityError
-from vault.storage.base import StoredRow
+from vault.storage.base import RowAt, StoredRow
 from vault.storage.sql import values
 from vault.storage.sql.values import blob
 from vault.storage.sqlite import schema
@@ -86,8 +86,10 @@ class SqliteWriteTx(SqliteReads):
             raise IntegrityError("a stored row's seq is out of range; no row can follow it")
         return seq, None if commitment is None else blob(commitment), None if epoch_check is None else blob(epoch_check)
 
-    def insert_chunk(self, seq: int, index: int, sealed: bytes) -> None:
-        """Store one sealed chunk of row ``seq`` under its key ``seq << 20 | index``."""
+    def insert_chunk(self, row: RowAt, index: int, sealed: bytes) -> None:
+        """Store one sealed chunk of a row under its key ``seq << 20 | index`` (the file is one owner's or many's
+        alike: chunks are found by seq)."""
+        seq = row.seq
         if not 0 <= index < MAX_CHUNKS:  # else it would land in the next seq's chunks
             raise IntegrityError("chunk index out of range")
         self._written += len(sealed)
@@ -131,15 +133,17 @@ class SqliteWriteTx(SqliteReads):
             # counted as they are now, some taken by this row already: never more than there were
             room.refuse_if_short(put_needs(self._written, self._log_before, self._execute(REUSABLE).fetchone()[0]))
 
-    def update_expiry(self, seq: int, expires_at: float, wrapped_key: bytes, metadata: bytes,
+    def update_expiry(self, row: RowAt, expires_at: float, wrapped_key: bytes, metadata: bytes,
                       sealed_summary: bytes) -> None:
-        """Give row ``seq`` a new expiry with its data key wrapped for its new epoch and its re-sealed records."""
+        """Give a row a new expiry with its data key wrapped for its new epoch and its re-sealed records."""
+        seq = row.seq
         self._execute("UPDATE rows SET expires_at = ?, wrapped_key = ?, metadata = ?, summary = ? WHERE seq = ?",
                       (expires_at, wrapped_key, metadata, sealed_summary, seq))
         self._execute(schema.DELETE_OLD_SUMMARY, (seq,))
 
-    def update_wrapped_key(self, seq: int, version: int, wrapped_key: bytes, sealed_summary: bytes | None) -> None:
+    def update_wrapped_key(self, row: RowAt, version: int, wrapped_key: bytes, sealed_summary: bytes | None) -> None:
         """Store a row's data key wrapped under ``version``, and its re-sealed summary (None: unchanged)."""
+        seq = row.seq
         if sealed_summary is None:
             self._execute("UPDATE rows SET key_version = ?, wrapped_key = ? WHERE seq = ?",
                           (version, wrapped_key, seq))
@@ -165,9 +169,10 @@ class SqliteWriteTx(SqliteReads):
         """Set a meta value."""
         self._execute("INSERT INTO meta (name, value) VALUES (?, ?)", (name, value))
 
-    def delete_row(self, seq: int, row_id: bytes) -> float | None:
-        """Delete one row, its summary and chunks; returns the expiry it had, or None if the row at ``seq`` does not
-        store this id."""
+    def delete_row(self, row: StoredRow) -> float | None:
+        """Delete one row, its summary and chunks; returns the expiry it had, or None if the row at its seq no
+        longer stores its id."""
+        seq, row_id = row.seq, row.row_id
         found = self._execute("SELECT id, expires_at FROM rows WHERE seq = ?", (seq,)).fetchone()
         if found is None or found[0] != row_id:
             return None
