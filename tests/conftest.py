@@ -24,6 +24,7 @@ import pytest
 
 from keys.testing import MemoryKeyring
 from tests.attacks.stores import STORE, attacker_class
+from tests.support import citus_pass, skips
 from tests.support.clock import FakeClock
 from tests.support.fault_counts import silent_faults
 from tests.support.openbao_fixtures import (  # noqa: F401 (fixtures)
@@ -44,7 +45,6 @@ from tests.support.postgres import (
 from tests.support.skips import (  # noqa: F401 (hooks: every skip reported, unlisted ones fail a strict run)
     pytest_runtest_logreport,
     pytest_sessionfinish,
-    pytest_terminal_summary,
 )
 from tests.support.tiers import (  # noqa: F401 (hooks: the --quick and --store-tests-only options, the store marker)
     pytest_addoption,
@@ -166,7 +166,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Mark every test that uses the PostgreSQL server ``postgres`` (``-m "not postgres"`` runs without one) and
     every one the store under test may change ``store`` (tests/support/tiers.py); when
     SCRATCHVAULT_TEST_STORE=postgres, skip those about the SQLite file itself with their marker's reason. Then
-    leave out what ``--quick`` or ``--store-tests-only`` does not take."""
+    leave out what ``--quick`` or ``--store-tests-only`` does not take, and in the Citus pass what
+    tests/support/citus_pass.py names."""
     for item in items:
         if POSTGRES_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.postgres)
@@ -180,6 +181,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if STORE == "postgres" and marker is not None:
             item.add_marker(pytest.mark.skip(reason="sqlite_only: " + (marker.args[0] if marker.args else "")))
     select(config, items)
+    citus_pass.leave_out(config, items)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Every skip with its reason (tests/support/skips.py), and what the Citus pass left out and why."""
+    skips.pytest_terminal_summary(terminalreporter)
+    citus_pass.report(terminalreporter)
 
 
 @pytest.fixture(scope="session")

@@ -69,13 +69,41 @@ def converted(column: str, current: str, target: str) -> str:
     return f"{column}::int::{target}" if current == "boolean" else f"length({column}::text)::{target}"
 
 
+def distribution_column(connection: QmarkConnection, schema: str, table: str) -> str | None:
+    """The column Citus distributes ``table`` by; None when it is not distributed or the database has no Citus."""
+    if connection.execute("SELECT to_regclass('pg_catalog.pg_dist_partition')").fetchone()[0] is None:
+        return None
+    found = connection.execute("SELECT column_to_column_name(logicalrelid, partkey) FROM pg_dist_partition WHERE "
+                               "logicalrelid = to_regclass(?) AND partkey IS NOT NULL", (f"{schema}.{table}",))
+    row = found.fetchone()
+    return None if row is None else row[0]
+
+
+def move_rows(connection: QmarkConnection, schema: str, table: str, column: str, value: object, where: str,
+              params: tuple) -> int:
+    """Give the rows ``where`` finds ``value`` as their distribution column: Citus refuses to UPDATE that column (a
+    row would change shards), so the rows are deleted and inserted again with it, as whoever holds the tables can."""
+    columns = [name for (name,) in connection.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = ? AND table_name = ? "
+        "ORDER BY ordinal_position", (schema, table)).fetchall()]
+    found = connection.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE {where}", params).fetchall()
+    connection.execute(f"DELETE FROM {table} WHERE {where}", params)
+    at = columns.index(column)
+    connection.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                           [(*row[:at], value, *row[at + 1:]) for row in found])
+    return len(found)
+
+
 def put_value(connection: QmarkConnection, schema: str, table: str, column: str, value: object, where: str,
               params: tuple) -> int:
     """Store ``value`` in ``table.column`` of the rows ``where`` finds; how many rows changed. A value the column's
     type cannot hold (text in a bytea column, bytes in an integer one) is stored by altering the column's type,
-    in one statement that converts the other rows' values and sets these rows' to ``value``."""
+    in one statement that converts the other rows' values and sets these rows' to ``value``. On Citus a table's
+    distribution column is set by moving the rows (``move_rows``); its type cannot be altered there (0 changed)."""
     current = column_type(connection, schema, table, column)
     target = type_for(value, current)
+    if column == distribution_column(connection, schema, table):
+        return 0 if target is not None else move_rows(connection, schema, table, column, value, where, params)
     if target is None:
         return connection.execute(f"UPDATE {table} SET {column} = ? WHERE {where}", (value, *params)).rowcount
     count = connection.execute(f"SELECT count(*) FROM {table} WHERE {where}", params).fetchone()[0]

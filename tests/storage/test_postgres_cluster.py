@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from psycopg import errors
+from psycopg import errors, sql
 
 from tests.support import postgres
 from tests.support.postgres import APP_ROLE, TEST_DATABASE, TestDatabase, app_schema
@@ -16,10 +16,10 @@ def schema_exists(admin: psycopg.Connection, name: str) -> bool:
     return admin.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [name]).fetchone() is not None
 
 
-def test_a_location_logs_in_as_the_app_role_into_its_own_schema(pg_location, pg_schema, pg_admin):
+def test_a_location_logs_in_as_the_app_role_into_its_own_schema(pg_test_database, pg_location, pg_schema, pg_admin):
     with psycopg.connect(pg_location) as app:
         row = app.execute("SELECT current_user, current_database(), current_schema()").fetchone()
-        assert row == (APP_ROLE, TEST_DATABASE, pg_schema)
+        assert row == (APP_ROLE, pg_test_database.name, pg_schema)
         app.execute("CREATE TABLE rows (seq bigint PRIMARY KEY)")  # unqualified: lands in the test's schema
     owner = pg_admin.execute("SELECT tableowner FROM pg_tables WHERE schemaname = %s AND tablename = 'rows'",
                              [pg_schema]).fetchone()
@@ -91,3 +91,30 @@ def test_an_unreachable_server_fails_when_required(monkeypatch, tmp_path):
     with pytest.raises(BaseException, match="cannot connect") as outcome:
         postgres.connect(f"postgresql://postgres@/postgres?host={tmp_path}&connect_timeout=2")
     assert outcome.type is pytest.fail.Exception
+
+
+def worker_views(admin: psycopg.Connection, schema: str) -> list[str]:
+    """What each worker holds of the app role (any of superuser, createdb, createrole), its CREATE grant on the
+    database and the owner of ``schema``, one line a worker, as Citus runs the query there."""
+    query = sql.SQL("SELECT concat_ws(' ', (SELECT rolsuper OR rolcreatedb OR rolcreaterole FROM pg_roles "
+                    "WHERE rolname = {role}), has_database_privilege({role}, current_database(), 'CREATE'), "
+                    "(SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = {schema}))").format(
+        role=sql.Literal(APP_ROLE), schema=sql.Literal(schema)).as_string(admin)
+    return [row[0] for row in admin.execute("SELECT result FROM run_command_on_workers(%s)", [query])]
+
+
+def test_on_a_citus_coordinator_its_own_database_is_used_and_role_grant_and_schema_reach_the_workers(
+        pg_test_database: TestDatabase, pg_schema, pg_admin):
+    """The Citus mode of tests/support/postgres.py: exactly when the server's database has the extension, the
+    suites run in that database (a new one would not be on the workers), and every worker has the app role as
+    the coordinator has it, its grant on the database, and the test's schema owned by it."""
+    citus = pg_admin.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone() is not None
+    assert pg_test_database.citus is citus
+    (database,) = pg_admin.execute("SELECT current_database()").fetchone()
+    assert database == pg_test_database.name
+    if not citus:
+        assert database == TEST_DATABASE
+        return
+    assert database == psycopg.conninfo.conninfo_to_dict(pg_test_database.admin_url)["dbname"]
+    workers = pg_admin.execute("SELECT count(*) FROM citus_get_active_worker_nodes()").fetchone()[0]
+    assert workers >= 2 and worker_views(pg_admin, pg_schema) == [f"f t {APP_ROLE}"] * workers
