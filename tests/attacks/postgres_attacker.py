@@ -138,7 +138,9 @@ class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions, PartEdits, RowRea
         with psycopg.connect(self.url, autocommit=True) as connection:
             connection.execute("CREATE EXTENSION IF NOT EXISTS amcheck SCHEMA public")
             tables = connection.execute("SELECT c.oid, c.relkind FROM pg_class c JOIN pg_namespace n ON "
-                                        "n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'i')",
+                                        "n.oid = c.relnamespace WHERE n.nspname = %s AND (c.relkind = 'r' OR "
+                                        "c.relkind = 'i' AND c.relam = (SELECT oid FROM pg_am WHERE amname = "
+                                        "'btree'))",  # amcheck checks B-trees (and heaps) only
                                         (self.schema,)).fetchall()
             for oid, kind in tables:
                 if kind == "i":
