@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,16 +32,21 @@ class Mutant:
     file: str
     edits: list[list[str]]
     tests: list[str]
+    also: dict[str, list[list[str]]] = field(default_factory=dict)  # other files, where a promise is kept twice
+
+    def files(self) -> dict[str, list[list[str]]]:
+        return {self.file: self.edits, **self.also}
 
     def apply(self, tree: Path) -> str | None:
-        """Write the mutated file into ``tree``; the reason it cannot be applied, or None."""
-        path = tree / self.file
-        text = path.read_text()
-        for find, replace in self.edits:
-            if text.count(find) != 1:
-                return f"{find!r} occurs {text.count(find)} times in {self.file}, not once"
-            text = text.replace(find, replace)
-        path.write_text(text)
+        """Write the mutated files into ``tree``; the reason it cannot be applied, or None."""
+        for name, edits in self.files().items():
+            path = tree / name
+            text = path.read_text()
+            for find, replace in edits:
+                if text.count(find) != 1:
+                    return f"{find!r} occurs {text.count(find)} times in {name}, not once"
+                text = text.replace(find, replace)
+            path.write_text(text)
         return None
 
 
@@ -52,7 +57,7 @@ def mutants(names: list[str]) -> list[Mutant]:
 
 def run(mutant: Mutant, tree: Path) -> tuple[str, float]:
     """'killed', 'SURVIVED', or why the mutant proved nothing; and the seconds its tests took."""
-    original = (tree / mutant.file).read_text()
+    originals = {name: (tree / name).read_text() for name in mutant.files()}
     started = time.monotonic()
     try:
         problem = mutant.apply(tree)
@@ -62,7 +67,8 @@ def run(mutant: Mutant, tree: Path) -> tuple[str, float]:
         done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutant.tests],
                               cwd=tree, env=env, capture_output=True, text=True, timeout=600, check=False)
     finally:
-        (tree / mutant.file).write_text(original)
+        for name, text in originals.items():
+            (tree / name).write_text(text)
     spent = time.monotonic() - started
     if done.returncode == KILLED:
         return "killed", spent
