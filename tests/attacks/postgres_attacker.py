@@ -22,6 +22,7 @@ from tests.attacks import pg_locations
 from tests.attacks.bookkeeping import Bookkeeping
 from tests.attacks.part_edits import COLUMNS, PartEdits, RowCopies, RowReads, SavedRow
 from tests.attacks.pg_cells import TABLES, PgTamperCells, QmarkConnection, put_value
+from tests.attacks.pg_key_records import PgKeyRecords
 from tests.attacks.pg_sessions import PgSessions
 
 LAST_SEQ = 2**63 - 1  # the row sequence's last value (bigint)
@@ -31,7 +32,7 @@ def _hex(value: object) -> str:
     return value.encode().hex() if isinstance(value, str) else bytes(value).hex()
 
 
-class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions, PartEdits, RowReads, RowCopies):
+class PostgresAttacker(PgTamperCells, PgKeyRecords, Bookkeeping, PgSessions, PartEdits, RowReads, RowCopies):
     """Reads and writes one vault's schema behind the vault's back; every write is committed at once."""
 
     LAYOUTS = ("new",)  # no PostgreSQL store predates its first schema
@@ -119,19 +120,6 @@ class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions, PartEdits, RowRea
     def _made(self, table: str) -> bool:
         """Whether the vault has made ``table`` yet."""
         return self._all("SELECT to_regclass(?)", f"{self.schema}.{table}")[0][0] is not None
-
-    def meta(self, name: str) -> object:
-        """A vault-wide value, or None (None too before the vault made its tables)."""
-        found = self._all("SELECT value FROM meta WHERE name = ?", name) if self._made("meta") else None
-        return found[0][0] if found else None
-
-    def commitments(self) -> list[tuple[bytes, int, bytes]]:
-        if not self._made("owner_keys"):
-            return []
-        return self._all("SELECT owner_tag, version, check_value FROM owner_keys ORDER BY owner_tag, version")
-
-    def key_versions(self) -> dict[int, int]:
-        return dict(self._all("SELECT key_version, count(*) FROM rows GROUP BY key_version"))
 
     def intact(self) -> bool:
         """amcheck finds every table's heap and every index of the schema sound."""
@@ -244,27 +232,6 @@ class PostgresAttacker(PgTamperCells, Bookkeeping, PgSessions, PartEdits, RowRea
     def forge_top_seq(self, seq: int, top: int) -> None:
         """Make ``top`` the last seq taken, so the next put takes ``top + 1`` (the sequence set forward)."""
         self.run(("SELECT setval('row_seq', ?)", top))
-
-    def set_meta(self, name: str, value: object) -> None:
-        with self._connection() as connection:
-            assert put_value(connection, self.schema, "meta", "value", value, "name = ?", (name,)) == 1
-
-    def record_commitment(self, owner_tag: bytes, version: int, value: bytes) -> None:
-        self.run(("INSERT INTO owner_keys (owner_tag, version, check_value) VALUES (?, ?, ?) ON CONFLICT "
-                  "(owner_tag, version) DO UPDATE SET check_value = excluded.check_value", owner_tag, version, value))
-
-    def set_all_key_versions(self, value: object) -> None:
-        """Every key commitment, reservation and tombstone given version ``value``: one per owner is left in each
-        table (as SQLite's UPDATE OR REPLACE leaves it)."""
-        with self._connection() as connection:
-            for table in ("owner_keys", "key_reservations", "key_tombstones"):
-                connection.execute(f"DELETE FROM {table} a USING {table} b WHERE a.owner_tag = b.owner_tag "
-                                   "AND a.version > b.version")
-                put_value(connection, self.schema, table, "version", value, "true", ())
-
-    def set_all_commitments(self, value: object) -> None:
-        with self._connection() as connection:
-            assert put_value(connection, self.schema, "owner_keys", "check_value", value, "true", ()) >= 1
 
     # -- SQL, and the nearest equivalents of the file's operations ---------------------------------------------
     def run(self, *statements: str | tuple) -> None:

@@ -86,6 +86,13 @@ class Previous:
         self.process.wait(timeout=30)
 
 
+def refuses_as_newer(tree: Path, db: Path | str, ring: Path) -> None:
+    """The release of `tree` opens the database, meets a schema it does not know, and refuses it as a newer one's."""
+    old = Previous(tree, db, ring)
+    old.close()
+    assert old.opened["error"] == "StorageError" and "newer scratchvault" in old.opened["message"]
+
+
 def release_tree(tmp_path_factory, commit: str) -> Path:
     """The vault/ and keys/ of an earlier commit, extracted from this clone's history."""
     if shutil.which("git") is None:

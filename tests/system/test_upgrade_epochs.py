@@ -13,7 +13,7 @@ import pytest
 
 from tests.storage.sqlite.layouts import user_version
 from tests.support.file_keyring import FileKeyring
-from tests.system.releases import Previous, release_tree
+from tests.system.releases import Previous, refuses_as_newer, release_tree
 from vault import Principal, Vault, storage
 from vault.storage.postgres.schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from vault.storage.sqlite.schema import SCHEMA_VERSION
@@ -63,9 +63,7 @@ def test_a_sqlite_file_of_schema_4_gains_the_epoch_tables_and_the_release_before
         assert vault.get(Principal("alice"), row).content == "kept across the upgrade"
     assert user_version(db) == SCHEMA_VERSION and sqlite_tables(db) == EPOCH_TABLES
     serves_epoch_keys(db)
-    old = Previous(schema_4_tree, db, ring)
-    old.close()
-    assert old.opened["error"] == "StorageError" and "newer scratchvault" in old.opened["message"]
+    refuses_as_newer(schema_4_tree, db, ring)
     assert user_version(db) == SCHEMA_VERSION and sqlite_tables(db) == EPOCH_TABLES
 
 
@@ -87,7 +85,5 @@ def test_a_postgresql_schema_of_version_1_gains_the_epoch_tables_and_the_release
         assert vault.get(Principal("alice"), row).content == "kept across the upgrade"
     assert pg_version_and_tables(url) == (PG_SCHEMA_VERSION, EPOCH_TABLES)
     serves_epoch_keys(url)
-    old = Previous(schema_4_tree, url, ring)
-    old.close()
-    assert old.opened["error"] == "StorageError" and "newer scratchvault" in old.opened["message"]
+    refuses_as_newer(schema_4_tree, url, ring)
     assert pg_version_and_tables(url) == (PG_SCHEMA_VERSION, EPOCH_TABLES)

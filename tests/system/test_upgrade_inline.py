@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from tests.support.file_keyring import FileKeyring
-from tests.system.releases import Previous, release_tree
+from tests.system.releases import Previous, refuses_as_newer, release_tree
 from vault import Principal, Vault
 from vault.storage.postgres.schema import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from vault.storage.sqlite.schema import SCHEMA_VERSION
@@ -71,9 +71,7 @@ def upgraded_beside_new_rows(tree: Path, ring: Path, location, facts: Callable, 
         vault.rotate_owner_key("alice")
         assert vault.rewrap("alice") == 3
         assert [vault.get(ALICE, row).content for row in (small, big, new)] == [SMALL, BIG, "held whole"]
-    old = Previous(tree, location, ring)
-    old.close()
-    assert old.opened["error"] == "StorageError" and "newer scratchvault" in old.opened["message"]
+    refuses_as_newer(tree, location, ring)
 
 
 def test_a_sqlite_file_of_schema_5_keeps_its_rows_readable_beside_rows_held_whole(schema_5_tree, ring, vault_dir):
