@@ -6,6 +6,7 @@ secrets in plaintext (or not at all) is refused before anything is written.
 
 from __future__ import annotations
 
+import sys
 import threading
 import warnings
 from collections.abc import Callable
@@ -42,6 +43,15 @@ def _children(backend: KeyringBackend) -> list[KeyringBackend]:
         raise KeyUnavailable(f"the keyring backend could not list the backends it chains; {REMEDY}") from None
 
 
+def _caller_outside_the_package() -> int:
+    """The stack level of the first caller outside the ``vault`` package (which alone calls this edge), so that a
+    warning names the user's line that chose the trial keyring (Vault.open, the CLI), not the vault's own."""
+    level, frame = 2, sys._getframe(2)  # 1: resolve_backend, the one warning; 2: its caller
+    while str(frame.f_globals.get("__name__")).partition(".")[0] == "vault" and frame.f_back is not None:
+        level, frame = level + 1, frame.f_back
+    return level
+
+
 def resolve_backend(backend: KeyringBackend | str | None) -> KeyringBackend:
     """The backend to use: the given instance, this process's trial keyring when named ``"memory"`` (with a
     warning that its keys die with the process), else keyring's choice, which must be a recommended one."""
@@ -49,7 +59,7 @@ def resolve_backend(backend: KeyringBackend | str | None) -> KeyringBackend:
         if backend != TRIAL:
             raise InvalidArgument('keyring_backend must be a keyring.backend.KeyringBackend instance, or "memory" '
                                   "for a trial keyring")
-        warnings.warn(TRIAL_WARNING, TrialKeyringWarning, stacklevel=2)
+        warnings.warn(TRIAL_WARNING, TrialKeyringWarning, stacklevel=_caller_outside_the_package())
         return trial_keyring()
     auto = backend is None
     if auto:

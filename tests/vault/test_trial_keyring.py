@@ -25,6 +25,7 @@ def test_the_trial_keyring_works_and_warns_that_keys_die_with_the_process(vault_
         row = vault.put(ALICE, "t", 1, "tool", "trial content").id
         assert vault.read(ALICE, row).content == "trial content"
     assert "trial" in str(caught[0].message) and "never for data you keep" in str(caught[0].message)
+    assert caught[0].filename == __file__  # the warning names the caller's line, not the vault's own
 
 
 def test_a_trial_vault_opens_again_in_its_process_and_in_no_other(vault_dir):
