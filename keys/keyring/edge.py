@@ -10,6 +10,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable
+from types import FrameType
 from typing import Any, Literal
 
 import keyring
@@ -43,11 +44,12 @@ def _children(backend: KeyringBackend) -> list[KeyringBackend]:
         raise KeyUnavailable(f"the keyring backend could not list the backends it chains; {REMEDY}") from None
 
 
-def _caller_outside_the_package() -> int:
-    """The stack level of the first caller outside the ``vault`` package (which alone calls this edge), so that a
-    warning names the user's line that chose the trial keyring (Vault.open, the CLI), not the vault's own."""
-    level, frame = 2, sys._getframe(2)  # 1: resolve_backend, the one warning; 2: its caller
-    while str(frame.f_globals.get("__name__")).partition(".")[0] == "vault" and frame.f_back is not None:
+def _levels_to_the_caller(frame: FrameType) -> int:
+    """The stack level, counted from ``frame`` (1), of the first frame outside the ``vault`` and ``keys`` packages:
+    a warning raised in ``frame`` then names the user's line that asked for it (Vault.open, the CLI), not the
+    vault's own call of this edge."""
+    level = 1
+    while str(frame.f_globals.get("__name__")).partition(".")[0] in ("vault", "keys") and frame.f_back is not None:
         level, frame = level + 1, frame.f_back
     return level
 
@@ -59,7 +61,7 @@ def resolve_backend(backend: KeyringBackend | str | None) -> KeyringBackend:
         if backend != TRIAL:
             raise InvalidArgument('keyring_backend must be a keyring.backend.KeyringBackend instance, or "memory" '
                                   "for a trial keyring")
-        warnings.warn(TRIAL_WARNING, TrialKeyringWarning, stacklevel=_caller_outside_the_package())
+        warnings.warn(TRIAL_WARNING, TrialKeyringWarning, stacklevel=_levels_to_the_caller(sys._getframe()))
         return trial_keyring()
     auto = backend is None
     if auto:

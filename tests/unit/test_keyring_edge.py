@@ -4,8 +4,8 @@ stored."""
 
 from __future__ import annotations
 
-import inspect
 import re
+import sys
 import threading
 
 import keyring
@@ -14,7 +14,6 @@ from keyring.backend import KeyringBackend
 from keyring.backends import null
 
 from keys.errors import InvalidArgument, KeyUnavailable
-from keys.keyring import edge, memory
 from keys.keyring.edge import REMEDY, KeyringEdge, resolve_backend
 from keys.keyring.memory import TrialKeyringWarning
 from keys.keyring.secret import Secret
@@ -66,18 +65,36 @@ def test_anything_but_a_backend_or_the_trial_keyring_name_is_invalid_argument_sa
         resolve_backend(given)
 
 
-def test_the_trial_keyring_warning_is_attributed_to_the_code_that_asked_for_it(monkeypatch):
-    asked_from: list[tuple[str, int]] = []
+def asking_line() -> tuple[str, int]:
+    """The file and line of the caller's next line."""
+    caller = sys._getframe(1)
+    return caller.f_code.co_filename, caller.f_lineno + 1
 
-    def trial_keyring_seeing_who_asked() -> MemoryKeyring:
-        caller = inspect.stack(context=0)[2]  # [1] is resolve_backend; [2] called it (under mutmut: its trampoline)
-        asked_from.append((caller.filename, caller.lineno))
-        return memory.trial_keyring()
 
-    monkeypatch.setattr(edge, "trial_keyring", trial_keyring_seeing_who_asked)
+# Code of the vault package between the user and the edge, as Vault.open is: the warning skips its frames.
+VAULT_CALLERS = """
+def open_trial(resolve):
+    return pick(resolve)
+
+def pick(resolve):
+    return resolve("memory")
+"""
+
+
+def test_the_trial_keyring_warning_names_the_line_that_asked_for_it():
     with pytest.warns(TrialKeyringWarning) as caught:
+        where = asking_line()
         resolve_backend("memory")
-    assert asked_from == [(caught[0].filename, caught[0].lineno)]
+    assert (caught[0].filename, caught[0].lineno) == where
+
+
+def test_the_trial_keyring_warning_skips_the_vault_packages_frames_to_the_users_line():
+    vault_module = {"__name__": "vault.opening_double"}
+    exec(compile(VAULT_CALLERS, "vault/opening_double.py", "exec"), vault_module)
+    with pytest.warns(TrialKeyringWarning) as caught:
+        where = asking_line()
+        vault_module["open_trial"](resolve_backend)
+    assert (caught[0].filename, caught[0].lineno) == where
 
 
 def test_a_keyring_that_cannot_be_loaded_says_the_kind_of_error_never_its_text(monkeypatch):
