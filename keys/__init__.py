@@ -23,7 +23,8 @@ from keys.formats.v3 import WRAPPED_V3_SIZE as EPOCH_WRAPPED_SIZE
 from keys.keyring.cache import CacheLimits
 from keys.keyring.edge import KeyringEdge, resolve_backend
 from keys.keyring.entries import MAX_VERSION as MAX_KEY_VERSION
-from keys.keyring.memory import TrialKeyringWarning
+from keys.keyring.memory import TRIAL as TRIAL_KEYRING
+from keys.keyring.memory import TRIAL_WARNING, TrialKeyringWarning
 from keys.ledger import DeletionLedgers, Ledger, SealedLedger
 from keys.manager import NO_OWNER_KEYS, KeyManager
 from keys.owner_keyset import OwnerKeyset
@@ -40,6 +41,8 @@ __all__ = [
     "MAX_KEY_VERSION",
     "MIN_EPOCH_SECONDS",
     "NO_OWNER_KEYS",
+    "TRIAL_KEYRING",
+    "TRIAL_WARNING",
     "CacheLimits",
     "DeletionLedgers",
     "IndexKey",

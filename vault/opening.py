@@ -4,6 +4,7 @@ and index key in one transaction, so no vault exists with one and not the other)
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TypedDict
@@ -12,7 +13,18 @@ from keyring.backend import KeyringBackend
 
 from keys import DEFAULT_EPOCH_SECONDS as EPOCH_SECONDS
 from keys import DEFAULT_SKEW_SECONDS as EPOCH_SKEW_SECONDS
-from keys import CacheLimits, DeletionLedgers, KeyManager, KeyringEdge, check_length, check_skew, resolve_backend
+from keys import (
+    TRIAL_KEYRING,
+    TRIAL_WARNING,
+    CacheLimits,
+    DeletionLedgers,
+    KeyManager,
+    KeyringEdge,
+    TrialKeyringWarning,
+    check_length,
+    check_skew,
+    resolve_backend,
+)
 from vault.errors import IntegrityError, InvalidArgument
 from vault.inputs import check_int, check_positive_setting
 from vault.quotas import MAX_SETTING, OwnerQuotas
@@ -52,8 +64,10 @@ class OpenOptions(SettingsOptions, total=False):
 
 def split_options(options: OpenOptions) -> tuple[KeyringBackend | str | None, OpenSettings]:
     """The backend and the settings ``Vault.open`` was given; a keyword it does not take is a TypeError, as for
-    any Python function."""
+    any Python function. Choosing the trial keyring warns, naming the caller's line of ``Vault.open``."""
     backend = options.get("keyring_backend")
+    if isinstance(backend, str) and backend == TRIAL_KEYRING:
+        warnings.warn(TRIAL_WARNING, TrialKeyringWarning, stacklevel=3)  # 1: here, 2: Vault.open, 3: its caller
     given = {name: value for name, value in options.items() if name != "keyring_backend"}
     known = {field.name for field in fields(OpenSettings)}
     for name in given:

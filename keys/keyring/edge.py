@@ -6,11 +6,8 @@ secrets in plaintext (or not at all) is refused before anything is written.
 
 from __future__ import annotations
 
-import sys
 import threading
-import warnings
 from collections.abc import Callable
-from types import FrameType
 from typing import Any, Literal
 
 import keyring
@@ -18,7 +15,7 @@ from keyring.backend import KeyringBackend
 from keyring.errors import KeyringLocked, NoKeyringError, PasswordDeleteError
 
 from keys.errors import InvalidArgument, KeyUnavailable
-from keys.keyring.memory import TRIAL, TRIAL_WARNING, TrialKeyringWarning, trial_keyring
+from keys.keyring.memory import TRIAL, trial_keyring
 from keys.keyring.secret import Secret
 
 REMEDY = (
@@ -44,24 +41,13 @@ def _children(backend: KeyringBackend) -> list[KeyringBackend]:
         raise KeyUnavailable(f"the keyring backend could not list the backends it chains; {REMEDY}") from None
 
 
-def _levels_to_the_caller(frame: FrameType) -> int:
-    """The stack level, counted from ``frame`` (1), of the first frame outside the ``vault`` and ``keys`` packages:
-    a warning raised in ``frame`` then names the user's line that asked for it (Vault.open, the CLI), not the
-    vault's own call of this edge."""
-    level = 1
-    while str(frame.f_globals.get("__name__")).partition(".")[0] in ("vault", "keys") and frame.f_back is not None:
-        level, frame = level + 1, frame.f_back
-    return level
-
-
 def resolve_backend(backend: KeyringBackend | str | None) -> KeyringBackend:
-    """The backend to use: the given instance, this process's trial keyring when named ``"memory"`` (with a
-    warning that its keys die with the process), else keyring's choice, which must be a recommended one."""
+    """The backend to use: the given instance, this process's trial keyring when named ``"memory"`` (Vault.open
+    warns that its keys die with the process), else keyring's choice, which must be a recommended one."""
     if isinstance(backend, str):
         if backend != TRIAL:
             raise InvalidArgument('keyring_backend must be a keyring.backend.KeyringBackend instance, or "memory" '
                                   "for a trial keyring")
-        warnings.warn(TRIAL_WARNING, TrialKeyringWarning, stacklevel=_levels_to_the_caller(sys._getframe()))
         return trial_keyring()
     auto = backend is None
     if auto:

@@ -13,7 +13,6 @@ from keys.errors import KeyUnavailable
 from keys.keyring import memory
 from keys.keyring.cache import KeyCache
 from keys.keyring.edge import KeyringEdge, resolve_backend
-from keys.keyring.memory import TrialKeyringWarning
 from keys.testing import MemoryKeyring
 
 SERVICE = "scratchvault/00/epoch-key"
@@ -98,12 +97,10 @@ def test_a_cache_of_one_entry_for_under_a_second_keeps_the_newest_for_that_long(
     assert (cache.get("b"), len(cache)) == (None, 0)
 
 
-def test_the_trial_keyring_is_one_per_process_and_warns_that_its_keys_die_with_it(monkeypatch):
+def test_the_trial_keyring_is_one_per_process(monkeypatch):
     monkeypatch.setattr(memory, "_trial", [])  # as in a process that has not used it yet
-    with pytest.warns(TrialKeyringWarning, match="trial keyring: its keys live in this process only"):
-        first = resolve_backend("memory")
-    with pytest.warns(TrialKeyringWarning):
-        assert resolve_backend("memory") is first
+    first = resolve_backend("memory")
+    assert resolve_backend("memory") is first
     assert isinstance(first, MemoryKeyring)
 
 
