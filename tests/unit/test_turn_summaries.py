@@ -30,7 +30,7 @@ HEAD = b"\x05\x00\x00\x0e\x10"  # format 3, E = 3600
 
 class CountedRecipe:
     """The row recipe's keys for one owner: a keyset and the vault's epoch keys (a missing one was destroyed). It
-    records each ``retrying`` (one keyset attempt, as the recipe's reads the keyring) and each epoch key asked."""
+    records each ``retrying`` (in the recipe, a keyset read from the cache or the keyring) and each epoch key asked."""
 
     def __init__(self, keyset: OwnerKeyset, epochs: dict[Epoch, EpochKey]) -> None:
         self.keyset, self.epochs = keyset, epochs
