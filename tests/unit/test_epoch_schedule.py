@@ -33,8 +33,9 @@ def test_an_expiry_falls_in_the_epoch_that_holds_it_and_an_end_belongs_to_the_ne
 
 @pytest.mark.parametrize("expires_at", [-1e-9, -1.0, math.inf, math.nan])
 def test_an_expiry_before_the_unix_epoch_or_not_finite_has_no_epoch(expires_at):
-    with pytest.raises(InvalidArgument):
+    with pytest.raises(InvalidArgument) as refused:
         epoch_of(expires_at, E)
+    assert str(refused.value) == "an expiry must be a finite, non-negative time"
 
 
 @pytest.mark.parametrize("length", [59, 86401, 3600.0, True, "3600"])
@@ -61,5 +62,6 @@ def test_an_epochs_key_may_go_exactly_at_its_end_plus_the_skew_and_not_a_moment_
 def test_epoch_numbers_and_names_stay_within_what_the_stores_hold():
     assert check_epoch(MAX_EPOCH) == MAX_EPOCH and epoch_name(E, 7, 2) == "3600.7.2"
     for epoch in (-1, MAX_EPOCH + 1, True):
-        with pytest.raises(InvalidArgument):
+        with pytest.raises(InvalidArgument) as refused:
             check_epoch(epoch)
+        assert str(refused.value) == "an epoch number is out of range"
