@@ -4,7 +4,8 @@ threat_model.md, "Expiry epochs"), through a real store: each length probed as f
 further, the "destroyed through" marker raised exactly to the epoch below the first entry the keyring failed to
 delete (never past it: the next probe must look there again), the probe's cursor moved on past it so later epochs
 are still probed, and every marker checked by its exact value. An epoch left unprobed keeps a key that should be
-gone; a marker past an entry still there hides it from every later probe."""
+gone; a marker past an entry still there hides it from every later probe. On either store (a writer of the
+database edits rows with ``attacker.run``)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from keys import CacheLimits, KeyringEdge
 from keys.epochs.keys import EpochKeys
 from keys.keyring.entries import serialize_single_key
 from keys.testing import MemoryKeyring
-from tests.keys.test_epoch_attacks import plant
 from tests.keys.test_epoch_keys import END, EPOCH, NUMBER, SERVICE, SKEW, START, VAULT_ID, E, epoch_entries
 from tests.support.fault_counts import FaultDouble, Switch
 from vault.storage import Store
@@ -103,8 +103,7 @@ def test_an_entry_the_keyring_fails_to_delete_holds_the_marker_just_below_it_and
                              f"{E}.made-through": NUMBER + 2}
 
 
-@pytest.mark.sqlite_only("marks a tombstone swept in the SQLite file")
-def test_an_entry_left_by_a_failed_delete_is_found_again_after_a_writer_marks_its_tombstone_swept(stores, db_path):
+def test_an_entry_left_by_a_failed_delete_is_found_again_after_a_writer_marks_its_tombstone_swept(stores, attacker):
     ring = StuckKeyring()
     epochs = keys_of(stores(), ring)
     for number in (NUMBER, NUMBER + 1, NUMBER + 2):
@@ -112,7 +111,8 @@ def test_an_entry_left_by_a_failed_delete_is_found_again_after_a_writer_marks_it
     ring.stuck = {f"{E}.{NUMBER}.1"}
     assert epochs.destroy_ended(START + 3 * E + SKEW).pending == [(E, NUMBER, 1)]
     ring.stuck = set()
-    plant(db_path, f"UPDATE epoch_tombstones SET swept = 1 WHERE length = {E} AND epoch = {NUMBER} AND attempt = 1")
+    attacker.run(("UPDATE epoch_tombstones SET swept = ? WHERE length = ? AND epoch = ? AND attempt = 1", True, E,
+                  NUMBER))
     done = epochs.destroy_ended(START + 3 * E + SKEW)  # the sweep no longer lists it: only the probe can find it
     assert done.found_unlisted == [(E, NUMBER, 1)] and done.pending == [] and epoch_entries(ring) == []
 
