@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 
 from keys.epochs.marks import EpochMark
+from keys.epochs.schedule import MAX_EPOCH_SECONDS, MIN_EPOCH_SECONDS
 from keys.errors import KeyUnavailable
 from keys.keyring.edge import KeyringEdge
 from keys.keyring.secret import Secret
@@ -86,6 +87,8 @@ def _holding(wanted: set[int]) -> Callable[[Secret | None], bool]:
 
 
 def _lengths(stored: Secret | None) -> list[int]:
-    """The lengths a stored list names (values that are not lengths are left out)."""
+    """The lengths a stored list names: anything but a length a vault can have (check_length's bounds) is left out,
+    so that nothing planted in the keyring (a zero above all, which the probe would divide by) reaches gc."""
     parts = [] if stored is None else stored.reveal().split(",")
-    return sorted({int(part) for part in parts if part.isascii() and part.isdigit() and 0 < len(part) <= 6})
+    numbers = {int(part) for part in parts if part.isascii() and part.isdigit() and 0 < len(part) <= 6}
+    return sorted(number for number in numbers if MIN_EPOCH_SECONDS <= number <= MAX_EPOCH_SECONDS)
