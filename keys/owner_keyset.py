@@ -68,11 +68,6 @@ class OwnerKeyset:
         """The keyring entry of one version (one key, as the index key's entry)."""
         return serialize_single_key(self._keys[version])
 
-    def without_versions(self, versions: set[int]) -> OwnerKeyset:
-        """A copy without ``versions`` (retirement); the primary version is never removed."""
-        kept = {v: k for v, k in self._keys.items() if v not in versions or v == self.primary}
-        return OwnerKeyset(self.primary, kept)
-
     def wrap(self, data_key: DataKey, aad: bytes) -> bytes:
         """Wrap ``data_key`` under the primary version with a random nonce: nonce || ct || tag."""
         return self._wrap_with_nonce(data_key, aad, random_bytes(NONCE_SIZE))
