@@ -99,7 +99,10 @@ class IndexKey:
     def open_name(self, vault_id: bytes, owner_tag: bytes, sealed: bytes) -> str:
         """Open a registry entry; it must belong to this vault and tag, and the tag must match the name."""
         plain = self._name_cipher().open(sealed[:NONCE_SIZE], sealed[NONCE_SIZE:], self._name_aad(vault_id, owner_tag))
-        user_id = plain.decode("utf-8", "strict")
+        try:
+            user_id = plain.decode("utf-8", "strict")
+        except UnicodeDecodeError:  # authenticated, yet no name seal_name makes: damage, within VaultError
+            raise IntegrityError("an owner registry entry is not UTF-8") from None
         if not tags_equal(self.owner_tag(user_id), owner_tag):
             raise IntegrityError("an owner registry entry does not match its tag")
         return user_id
