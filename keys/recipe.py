@@ -154,8 +154,8 @@ class RowRecipe:
     def retrying(self, user_id: str, version: int, attempt: Callable[[OwnerKeyset], T]) -> T:
         """``attempt(keyset)`` (an open under ``version``) with the owner's cached keyset, and once more with a fresh
         one if it fails: a cached keyset may be stale (another process rotated or retired the owner's keys, or
-        shredded and re-created the owner). Only a part that still fails is reported as tampering; a version the keyset lacks even after
-        the reload that ``keyset_for_read`` makes is one at once."""
+        shredded and re-created the owner). Only a part that still fails is reported as tampering; a version the
+        keyset lacks even after the reload that ``keyset_for_read`` makes is one at once."""
         keyset = self._keys.keyset_for_read(user_id, version)
         if version not in keyset.versions:
             raise IntegrityError("row refers to a key version this owner's keyset does not hold")
