@@ -1,12 +1,15 @@
-"""The doubles tests/unit/test_owner_key_versions*.py make owners' key versions over (keys/manager.py): a
-MemoryKeyring that records each entry it is asked for and can fail writes, and the owner key records as a test sets
-them, without a database, keeping each reservation's and each tombstone's arguments."""
+"""The doubles tests/unit/test_owner_key_versions.py, test_owner_keyset_loading.py and test_owner_key_destruction.py
+make, load and destroy owners' key versions over (keys/manager.py): a MemoryKeyring that records each entry it is
+asked for and can fail writes, and the owner key records as a test sets them, without a database, keeping each
+reservation's and each tombstone's arguments."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import cast
 
+from keys.commitments import KeyRecords
 from keys.crypto.aead import KEY_SIZE
 from keys.errors import VaultError
 from keys.keyring.cache import CacheLimits
@@ -140,7 +143,9 @@ def scene(records: OwnerRecords | None = None) -> tuple[KeyManager, OwnerRecords
     """A key manager over a watched keyring and the records double (a minute's cache of 64 keys), its index key
     made; nothing asked of the keyring yet."""
     records, ring = records or OwnerRecords(), WatchedKeyring()
-    manager = KeyManager(KeyringEdge(ring, timeout=TIMEOUT), VAULT_ID, records, cache=CacheLimits(60, 64))
+    # the double holds owner records only: nothing these tests call asks for an expiry epoch's records
+    manager = KeyManager(KeyringEdge(ring, timeout=TIMEOUT), VAULT_ID, cast(KeyRecords, records),
+                         cache=CacheLimits(60, 64))
     manager.create_index_key()
     ring.asked.clear()
     return manager, records, ring
