@@ -16,30 +16,11 @@ from keys.epochs.marks import MARKER, PROBED, EpochMark, marker_name
 from keys.epochs.sweep import MAX_ATTEMPTS, MAX_LIFETIME_SECONDS, PROBE_BATCH, Attempt, EpochSweeper
 from keys.errors import IntegrityError
 from keys.keyring.edge import KeyringEdge
-from keys.testing import MemoryKeyring
-from tests.support.fault_counts import FaultDouble, Switch
+from tests.support.epoch_key_making import WatchedKeyring
 
 E, SKEW = 3600, 300
 SERVICE = "scratchvault/00/epoch-key"
 MARK, CURSOR = marker_name(E, MARKER), marker_name(E, PROBED)
-
-
-class WatchedKeyring(MemoryKeyring, FaultDouble):
-    """The in-memory keyring, recording the user name of every read in ``asked``; a read of a name in ``failing``
-    raises (and counts the failure)."""
-
-    failing = Switch()
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.asked: list[str] = []
-
-    def get_password(self, service: str, username: str) -> str | None:
-        self.asked.append(username)
-        if self.failing and username in self.failing:
-            self.failed()
-            raise OSError("the keyring is gone")
-        return super().get_password(service, username)
 
 
 class Records:
