@@ -62,12 +62,21 @@ class OpenOptions(SettingsOptions, total=False):
     keyring_backend: KeyringBackend | str | None
 
 
+def warns_of_a_trial_keyring(backend: object, stacklevel: int) -> bool:
+    """Whether ``backend`` names the trial keyring; if so, warn that its keys die with the process, naming the
+    line ``stacklevel`` frames up from the caller (1: the caller itself), which is the user's: the warning is
+    shown once a location, so it must never name the vault's own."""
+    trial = isinstance(backend, str) and backend == TRIAL_KEYRING
+    if trial:
+        warnings.warn(TRIAL_WARNING, TrialKeyringWarning, stacklevel=stacklevel + 1)
+    return trial
+
+
 def split_options(options: OpenOptions) -> tuple[KeyringBackend | str | None, OpenSettings]:
     """The backend and the settings ``Vault.open`` was given; a keyword it does not take is a TypeError, as for
     any Python function. Choosing the trial keyring warns, naming the caller's line of ``Vault.open``."""
     backend = options.get("keyring_backend")
-    if isinstance(backend, str) and backend == TRIAL_KEYRING:
-        warnings.warn(TRIAL_WARNING, TrialKeyringWarning, stacklevel=3)  # 1: here, 2: Vault.open, 3: its caller
+    warns_of_a_trial_keyring(backend, 3)  # 1: here, 2: Vault.open, 3: its caller
     given = {name: value for name, value in options.items() if name != "keyring_backend"}
     known = {field.name for field in fields(OpenSettings)}
     for name in given:

@@ -44,13 +44,16 @@ def test_a_trial_vault_opens_again_in_its_process_and_in_no_other(vault_dir):
 
 
 def test_the_async_facade_takes_it_too(vault_dir):
+    opened_on = sys._getframe().f_lineno + 3
+
     async def main() -> str:
         async with AsyncScratchpad.open(vault_dir / "trial.db", keyring_backend="memory") as pad:
             observed = await pad.observe(ALICE, "t", 1, "tool", "x" * 5000)
             return (await pad.call_tool(ALICE, "t", {"id": observed["id"], "n": 3}))["content"]
 
-    with pytest.warns(TrialKeyringWarning):
+    with pytest.warns(TrialKeyringWarning) as caught:
         assert asyncio.run(main()) == "xxx"
+    assert len(caught) == 1 and (caught[0].filename, caught[0].lineno) == (__file__, opened_on)  # the caller's line
 
 
 @pytest.mark.parametrize("name", ["Memory", "memory ", "file", "", "keys.testing.MemoryKeyring"])

@@ -22,11 +22,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar, Unpack, cast
 
+from keys import TRIAL_KEYRING, resolve_backend
 from vault.engine.scratchpad import DEFAULT_THRESHOLD_BYTES, MetricsHook, PadOptions, Scratchpad
 from vault.errors import InvalidArgument, StorageError
 from vault.inputs import check_int, check_keywords
 from vault.model import Principal
-from vault.opening import OpenOptions
+from vault.opening import OpenOptions, warns_of_a_trial_keyring
 from vault.vault import Vault
 
 # Four workers: a slow keyring call or a large put (~130 ms for 20 MB) in one leaves others free for the model's
@@ -84,6 +85,8 @@ class AsyncScratchpad:
         keywords are the pad's (``threshold_bytes`` and :class:`AsyncPadOptions`) and ``Vault.open``'s."""
         settings = {name: value for name, value in options.items() if name in _PAD_KEYWORDS}
         vault_options = {name: value for name, value in options.items() if name not in _PAD_KEYWORDS}
+        if warns_of_a_trial_keyring(vault_options.get("keyring_backend"), 2):  # here, not in the opening thread,
+            vault_options["keyring_backend"] = resolve_backend(TRIAL_KEYRING)  # where no frame is the caller's
         return Opening(partial(_open_pad, cls, path, settings, vault_options))
 
     # -- the Scratchpad's calls --------------------------------------------------------------------------
