@@ -1,4 +1,4 @@
-"""What gc pays per ended expiry epoch (issue 16): the keyring calls and the time of destroying epoch keys.
+"""What gc pays per ended expiry epoch: the keyring calls and the time of destroying epoch keys.
 
 ``bash bench/epoch_keyring.sh --gc [...]`` runs this module inside a private D-Bus session with a fresh GNOME
 Keyring (as scripts/run starts it); ``python -m bench.epoch_gc`` alone uses whatever keyring the session has. A

@@ -1,5 +1,5 @@
 """How the OS keyring's get, set and delete of one entry cost as the number of entries of one service grows: the
-number of epoch keys a vault keeps (issue 16) is the maximum row lifetime (30 days) over the epoch length.
+number of epoch keys a vault keeps is the maximum row lifetime (30 days) over the epoch length.
 
 ``bash bench/epoch_keyring.sh [N ...]`` runs this module inside a private D-Bus session with a fresh GNOME Keyring
 (the way scripts/run starts it) and a throwaway HOME; ``python -m bench.epoch_keyring`` alone uses whatever keyring

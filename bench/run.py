@@ -1,8 +1,9 @@
 """The benchmark: each case runs the vault and the plaintext baseline on the same data, in this process.
 
-Prints medians and the ratio vault / baseline for every case of issue 3, peak memory for the large cases,
-and, separately, what the real OS keyring costs. Uses the in-memory keyring for the ratios so that D-Bus
-latency does not hide the vault's own cost. ``--postgres URL``: the same cases over PostgreSQL (bench/pg_run.py).
+Prints medians and the ratio vault / baseline for every case of the README's Performance table, peak memory for
+the large cases, and, separately, what the real OS keyring costs. Uses the in-memory keyring for the ratios so
+that D-Bus latency does not hide the vault's own cost. ``--postgres URL``: the same cases over PostgreSQL
+(bench/pg_run.py).
 """
 
 from __future__ import annotations
