@@ -27,7 +27,17 @@ from vault.errors import IntegrityError, StorageError
 from vault.storage.base import ListedRow, RowAt, RowSeqs, StoredRow
 from vault.storage.postgres import sql
 from vault.storage.postgres.connections import TRANSLATE, Pool, fetched
-from vault.storage.sql.values import blob, check_columns, held_by_another, sealed_ledger, stores_id, storing_ids
+from vault.storage.sql.values import (
+    BIGINT_SEQS,
+    blob,
+    check_columns,
+    held_by_another,
+    sealed_ledger,
+    stored_row,
+    stores_id,
+    storing_ids,
+    with_summaries,
+)
 
 STREAM_AFTER = 16  # a read of more chunks than this streams through a server-side cursor, this many at a time
 FLUSH_BYTES = 4 << 20  # queued chunk inserts are sent once they hold this much (a long put never holds it all)
@@ -149,7 +159,7 @@ class PgReads:
                  else self._one(sql.SELECT_ROW, (owner_tag, seq)))
         if found is None or not stores_id(found, row_id, owner_tag):
             return None
-        row = stored_row(found[:9])
+        row = stored_row(found[:9], BIGINT_SEQS)
         if ahead:
             has_ledger, counter, tag, *chunks = found[9:]
             self._heads[row.owner_tag] = (counter, blob(tag)) if has_ledger else None
@@ -171,11 +181,11 @@ class PgReads:
             return []
         seqs = [seq for _row_id, seq in valid]
         by_seq = {found[0]: found for found in self._all(sql.SELECT_ROWS, (owner_tag, seqs))}
-        return [stored_row(found) for found in storing_ids(valid, by_seq, owner_tag)]
+        return [stored_row(found, BIGINT_SEQS) for found in storing_ids(valid, by_seq, owner_tag)]
 
     def list_turn(self, owner_tag: bytes, turn_tag: bytes, now: float) -> list[tuple[StoredRow, bytes | None]]:
         """Unexpired rows of one owner's turn, each with its sealed summary (None if missing)."""
-        return with_summaries(self._all(sql.SELECT_TURN, (owner_tag, owner_tag, turn_tag, now)))
+        return with_summaries(self._all(sql.SELECT_TURN, (owner_tag, owner_tag, turn_tag, now)), BIGINT_SEQS)
 
     def list_turn_summaries(self, owner_tag: bytes, turn_tag: bytes, now: float,
                             row_seqs: RowSeqs) -> list[ListedRow]:
@@ -258,19 +268,4 @@ class PgReads:
 
     def expiring(self, after: float, until: float) -> list[StoredRow]:
         """Rows live at ``after`` that expire by ``until``."""
-        return [stored_row(row) for row in self._all(sql.SELECT_EXPIRING, (after, until))]
-
-
-def stored_row(row: tuple) -> StoredRow:
-    """A row as stored; a column of another type than the table's (an altered table) is tampering."""
-    seq, row_id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata = row
-    check_columns(key_version, expires_at, size_bytes)
-    if type(seq) is not int or seq < 1:
-        raise IntegrityError("a stored row has columns of the wrong type")
-    return StoredRow(seq, blob(row_id), blob(owner_tag), blob(turn_tag), key_version, expires_at,
-                     size_bytes, blob(wrapped_key), blob(metadata))
-
-
-def with_summaries(found: list[tuple]) -> list[tuple[StoredRow, bytes | None]]:
-    """Rows selected with their summary as the last column."""
-    return [(stored_row(row[:-1]), None if row[-1] is None else blob(row[-1])) for row in found]
+        return [stored_row(row, BIGINT_SEQS) for row in self._all(sql.SELECT_EXPIRING, (after, until))]

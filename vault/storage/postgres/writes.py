@@ -14,10 +14,10 @@ from vault.errors import IntegrityError, StorageError
 from vault.storage.base import RowAt, StoredRow
 from vault.storage.postgres import sql
 from vault.storage.postgres.connections import TRANSLATE, fetched, present
-from vault.storage.postgres.rows import FLUSH_BYTES, PgReads, TransactionHost, with_summaries
+from vault.storage.postgres.rows import FLUSH_BYTES, PgReads, TransactionHost
 from vault.storage.postgres.schema import KEYS_LOCK, LOCK_CLASS, OWNER_LOCK_CLASS, check_foreign_objects
 from vault.storage.sql.session import ROW_TABLES
-from vault.storage.sql.values import blob, check_columns
+from vault.storage.sql.values import BIGINT_SEQS, blob, check_columns, with_summaries
 
 
 def owner_lock_key(owner_tag: bytes) -> tuple[int, int]:
@@ -219,7 +219,7 @@ class PgWriteTx(PgReads):
         """Up to ``limit`` rows of an owner wrapped under another version than ``primary``, or under no epoch."""
         self.lock_owner(owner_tag)
         return with_summaries(self._all(sql.SELECT_OLD_VERSION,
-                                        (owner_tag, owner_tag, primary, EPOCH_WRAPPED_SIZE, limit)))
+                                        (owner_tag, owner_tag, primary, EPOCH_WRAPPED_SIZE, limit)), BIGINT_SEQS)
 
     def put_meta(self, name: str, value: bytes) -> None:
         """Set a meta value."""

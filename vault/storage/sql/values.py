@@ -9,6 +9,9 @@ from collections.abc import Iterable, Mapping
 
 from keys import MAX_KEY_VERSION, SealedLedger
 from vault.errors import IntegrityError
+from vault.storage.base import StoredRow
+
+BIGINT_SEQS = 1 << 63  # the first seq a signed 64-bit column (PostgreSQL's bigint) cannot hold
 
 _MAX = 2**63 - 1
 
@@ -83,3 +86,19 @@ def sealed_ledger(counter: object, body: object, tag: object) -> SealedLedger:
     if type(counter) is not int:
         raise IntegrityError("a stored deletion ledger has columns of the wrong type")
     return SealedLedger(counter, blob(body), blob(tag))
+
+
+def stored_row(row: tuple, seq_limit: int) -> StoredRow:
+    """A row as stored (the columns of a row lookup, in order); a column of another type or range than the table's
+    (only a writer of the database makes one) is tampering. ``seq_limit``: the first seq the store cannot hold."""
+    seq, row_id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata = row
+    check_columns(key_version, expires_at, size_bytes)
+    if type(seq) is not int or not 1 <= seq < seq_limit:
+        raise IntegrityError("a stored row has columns of the wrong type")
+    return StoredRow(seq, blob(row_id), blob(owner_tag), blob(turn_tag), key_version, expires_at,
+                     size_bytes, blob(wrapped_key), blob(metadata))
+
+
+def with_summaries(found: list[tuple], seq_limit: int) -> list[tuple[StoredRow, bytes | None]]:
+    """Rows selected with their summary as the last column: (row, sealed summary or None if missing)."""
+    return [(stored_row(row[:-1], seq_limit), None if row[-1] is None else blob(row[-1])) for row in found]

@@ -9,14 +9,14 @@ from keys import SealedLedger
 from vault.errors import IntegrityError
 from vault.storage.base import ListedRow, RowAt, RowSeqs, StoredRow
 from vault.storage.sql import values
-from vault.storage.sql.values import blob, held_by_another, stores_id, storing_ids
+from vault.storage.sql.values import blob, held_by_another, stored_row, stores_id, storing_ids, with_summaries
 from vault.storage.sqlite import schema
 from vault.storage.sqlite.connections import TRANSLATE, Connections
-from vault.storage.sqlite.schema import CHUNK_SHIFT, valid_seq
+from vault.storage.sqlite.schema import CHUNK_SHIFT, MAX_SEQ, valid_seq
 
 LOOKUP_BATCH = 500  # ids or seqs bound in one row lookup: under SQLite's lowest limit on parameters (999)
 SELECT_ROWS = ("SELECT rows.seq, id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata "
-               "FROM rows")  # the columns of schema.SELECT_ROW_BY_SEQ, which schema.stored_row reads
+               "FROM rows")  # the columns of schema.SELECT_ROW_BY_SEQ, which values.stored_row reads
 
 
 class SqliteReads:
@@ -66,7 +66,7 @@ class SqliteReads:
         # the id first: a stale id meeting another row, damaged or not, is a miss like any other
         if found is None or not stores_id(found, row_id, owner_tag):
             return None
-        return schema.stored_row(found)
+        return stored_row(found, MAX_SEQ)
 
     def held_by_another(self, owner_tag: bytes, row_id: bytes, seq: int) -> bool:
         """Whether another owner holds the row this id names (the audit trail's "denied")."""
@@ -93,12 +93,12 @@ class SqliteReads:
                 batch = keys[first:first + LOOKUP_BATCH]
                 found_rows = self._execute(f"{SELECT_ROWS} WHERE {column} IN ({', '.join('?' * len(batch))})", batch)
                 by_key.update((found[key_at], found) for found in found_rows)
-        return [schema.stored_row(found) for found in storing_ids(asked, by_key, owner_tag)]
+        return [stored_row(found, MAX_SEQ) for found in storing_ids(asked, by_key, owner_tag)]
 
     def list_turn(self, owner_tag: bytes, turn_tag: bytes, now: float) -> list[tuple[StoredRow, bytes | None]]:
         """Unexpired rows of one owner's turn, each with its sealed summary (None if missing)."""
         with TRANSLATE:
-            return schema.with_summaries(self._execute(schema.SELECT_TURN, (owner_tag, turn_tag, now)).fetchall())
+            return with_summaries(self._execute(schema.SELECT_TURN, (owner_tag, turn_tag, now)).fetchall(), MAX_SEQ)
 
     def list_turn_summaries(self, owner_tag: bytes, turn_tag: bytes, now: float,
                             row_seqs: RowSeqs) -> list[ListedRow]:
@@ -182,4 +182,4 @@ class SqliteReads:
     def expiring(self, after: float, until: float) -> list[StoredRow]:
         """Rows live at ``after`` that expire by ``until``."""
         with TRANSLATE:
-            return [schema.stored_row(row) for row in self._execute(schema.SELECT_EXPIRING, (after, until))]
+            return [stored_row(row, MAX_SEQ) for row in self._execute(schema.SELECT_EXPIRING, (after, until))]

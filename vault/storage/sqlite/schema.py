@@ -13,8 +13,6 @@ from __future__ import annotations
 import sqlite3
 
 from vault.errors import IntegrityError, StorageError
-from vault.storage.base import StoredRow
-from vault.storage.sql.values import blob, check_columns
 from vault.storage.sqlite import catalog
 
 # 2: row format 2 (binary metadata; summaries under turn keys). Raised on open, so a scratchvault that knows only
@@ -235,18 +233,3 @@ def check_schema(connection: sqlite3.Connection, tables: frozenset[str]) -> None
 def valid_seq(seq: object) -> bool:
     """A seq this file can hold a row at."""
     return type(seq) is int and 1 <= seq < MAX_SEQ
-
-
-def stored_row(row: tuple) -> StoredRow:
-    """A row as stored; a column of the wrong type or range (only a writer of the file makes one) is tampering."""
-    seq, row_id, owner_tag, turn_tag, key_version, expires_at, size_bytes, wrapped_key, metadata = row
-    check_columns(key_version, expires_at, size_bytes)
-    if not valid_seq(seq):
-        raise IntegrityError("a stored row has columns of the wrong type")
-    return StoredRow(seq, blob(row_id), blob(owner_tag), blob(turn_tag), key_version, expires_at,
-                     size_bytes, blob(wrapped_key), blob(metadata))
-
-
-def with_summaries(found: list[tuple]) -> list[tuple[StoredRow, bytes | None]]:
-    """Rows selected with their summary as the last column: (row, sealed summary or None if missing)."""
-    return [(stored_row(row[:-1]), None if row[-1] is None else blob(row[-1])) for row in found]

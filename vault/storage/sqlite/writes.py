@@ -12,12 +12,12 @@ from keys import EPOCH_WRAPPED_SIZE, SealedLedger
 from vault.errors import IntegrityError
 from vault.storage.base import RowAt, StoredRow
 from vault.storage.sql import values
-from vault.storage.sql.values import blob
+from vault.storage.sql.values import blob, with_summaries
 from vault.storage.sqlite import schema
 from vault.storage.sqlite.connections import TRANSLATE, Connections
 from vault.storage.sqlite.deletes import delete_seqs, secure_delete_fast
 from vault.storage.sqlite.rows import SqliteReads
-from vault.storage.sqlite.schema import CHUNK_SHIFT, MAX_CHUNKS, valid_seq
+from vault.storage.sqlite.schema import CHUNK_SHIFT, MAX_CHUNKS, MAX_SEQ, valid_seq
 from vault.storage.sqlite.space import CHECK_EVERY, REUSABLE, put_needs
 from vault.storage.sqlite.writers import Writers
 
@@ -155,7 +155,7 @@ class SqliteWriteTx(SqliteReads):
     def rows_to_rewrap(self, owner_tag: bytes, primary: int, limit: int) -> list[tuple[StoredRow, bytes | None]]:
         """Up to ``limit`` rows of an owner wrapped under another version than ``primary``, or under no epoch."""
         found = self._execute(schema.SELECT_OLD_VERSION, (owner_tag, primary, EPOCH_WRAPPED_SIZE, limit)).fetchall()
-        return schema.with_summaries(found)
+        return with_summaries(found, MAX_SEQ)
 
     def owner_usage(self, owner_tag: bytes) -> tuple[int, int]:
         """(rows, bytes) an owner has stored, expired rows not yet collected included (an index-only count)."""
